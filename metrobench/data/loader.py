@@ -56,6 +56,7 @@ class SystemData:
     framebook: Framebook
     policies: list[Policy]
     fares_raw: dict[str, Any] = field(repr=False)  # as written; prompts print it verbatim
+    stations_raw: dict[str, dict[str, Any]] = field(repr=False)  # as written; station_info returns it
 
     @property
     def line_alias(self) -> dict[str, str]:
@@ -139,7 +140,8 @@ def _load_system_cached(root: Path, name: str) -> SystemData:
         raise DataError(str(directory), f"unknown system {name!r}; expected one of {', '.join(SYSTEMS)}")
 
     stations_path = directory / "stations.json"
-    stations = _validate_list(Station, read_json(stations_path), stations_path, "id")
+    stations_json = read_json(stations_path)
+    stations = _validate_list(Station, stations_json, stations_path, "id")
     station_map: dict[str, Station] = {}
     for station in stations:
         if station.id in station_map:
@@ -195,6 +197,7 @@ def _load_system_cached(root: Path, name: str) -> SystemData:
         framebook=framebook,
         policies=policies,
         fares_raw=fares_raw,
+        stations_raw={item["id"]: item for item in stations_json},
     )
 
 
