@@ -1,0 +1,5 @@
+import sys
+
+from metrobench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,101 @@
+"""The tools over HTTP, for agents that run outside this process.
+
+``metrobench serve-tools --system S --port P`` serves ``POST /<tool>`` on
+127.0.0.1 with the reference's request and response shapes. Every route goes
+through :func:`metrobench.tools.call_tool`, so HTTP answers are byte-identical to
+the in-process ones. State is per case: ``POST /set_disruptions`` with a
+``case_id`` opens a session for that case (its disruptions, its own route cache);
+calls carrying that ``case_id`` use it, calls without one use a default session.
+Unlike the reference, names that are not tools never reach anything.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+
+from metrobench.data.loader import Benchmark
+from metrobench.tools import ToolResponse, ToolSession, call_tool
+from metrobench.tools.dispatch import render
+
+DEFAULT_SESSION = "_default"
+
+
+class SessionStore:
+    """Per-case sessions; a lock makes concurrent requests safe."""
+
+    def __init__(self, bench: Benchmark, default_system: str) -> None:
+        self.bench = bench
+        self.default_system = default_system
+        self._sessions: dict[str, ToolSession] = {}
+        self._lock = threading.Lock()
+
+    def get(self, case_id: str | None) -> ToolSession:
+        key = case_id or DEFAULT_SESSION
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is None:
+                session = ToolSession(self.bench.system(self.default_system),
+                                      case_id=case_id or None)
+                self._sessions[key] = session
+            return session
+
+    def set_disruptions(self, payload: dict[str, Any]) -> None:
+        case_id = payload.get("case_id", DEFAULT_SESSION)
+        system = payload.get("system") or None
+        with self._lock:
+            session = self._sessions.get(case_id)
+            if session is None or (system and session.system.name != system):
+                session = ToolSession(self.bench.system(system or self.default_system),
+                                      case_id=None if case_id == DEFAULT_SESSION else case_id)
+                self._sessions[case_id] = session
+        session.set_disruptions(payload.get("disruptions", []))
+
+
+def _as_http(answer: ToolResponse) -> Response:
+    if isinstance(answer.body, str) and answer.status >= 500:
+        return PlainTextResponse(answer.text, status_code=answer.status)
+    return Response(answer.text.encode("utf-8"), status_code=answer.status,
+                    media_type="application/json")
+
+
+def create_app(bench: Benchmark, system: str) -> FastAPI:
+    """The FastAPI application for one default system."""
+    bench.system(system)  # fail at start-up, not on the first request
+    store = SessionStore(bench, system)
+    app = FastAPI(title="metrobench tools", docs_url=None, redoc_url=None)
+
+    @app.get("/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok", "system": system}
+
+    @app.post("/set_disruptions")
+    async def set_disruptions(request: Request) -> Response:
+        payload = await request.json()
+        if not isinstance(payload, dict):
+            return JSONResponse({"detail": "body must be a JSON object"}, status_code=422)
+        store.set_disruptions(payload)
+        return Response(render({"ok": True}), media_type="application/json")
+
+    @app.post("/{name:path}")
+    async def tool(name: str, request: Request) -> Response:
+        try:
+            arguments = await request.json()
+        except ValueError:
+            return JSONResponse({"detail": "body must be JSON"}, status_code=422)
+        if not isinstance(arguments, dict):
+            return JSONResponse({"detail": "body must be a JSON object"}, status_code=422)
+        session = store.get(arguments.get("case_id"))
+        return _as_http(call_tool(session, name, arguments))
+
+    return app
+
+
+def serve(bench: Benchmark, system: str, port: int, host: str = "127.0.0.1") -> None:
+    """Run the server until interrupted (loopback only by default)."""
+    import uvicorn
+
+    uvicorn.run(create_app(bench, system), host=host, port=port, log_level="warning")
