@@ -1,0 +1,73 @@
+"""The HTTP server: a real uvicorn process on 127.0.0.1 answers as the in-process tools do."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from metrobench.tools import ToolSession, call_tool
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(root):
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "metrobench", "serve-tools", "--data", str(root),
+                             "--system", "bart", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("tool server did not start: " + proc.stdout.read().decode())
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+CALLS = [
+    ("route_planner", {"origin": "Embarcadero", "destination": "Daly City"}),
+    ("route_planner", {"origin": "Nowhere", "destination": "Daly City"}),
+    ("fare_calculator", {"route_id": "route_x", "passengers": {"adults": -2}}),
+    ("station_info", {"station_ids": ["BART-EMBR", "Montgomery St"], "query_type": "connections"}),
+    ("submit_assistant_state", {"outcome": "maybe", "kiosk_action": {"action": "x", "reason_code": "ok"},
+                                "assistant_message": "m"}),
+    ("submit_assistant_state", {"outcome": "advisory_only", "kiosk_action": {"action": "display_info", "reason_code": "ok"},
+                                "assistant_message": "m", "route": {"origin": "a", "destination": "b", "stops": [{}],
+                                "transfers": 0, "estimated_minutes": 1, "distance_miles": 1, "line_sequence": []}}),
+    ("book_taxi", {}),
+]
+
+
+@pytest.mark.parametrize("name,args", CALLS)
+def test_http_answers_equal_in_process_answers(server, bench, name, args):
+    response = httpx.post(f"{server}/{name}", json=args, timeout=10)
+    local = call_tool(ToolSession(bench.system("bart")), name, args)
+    assert response.status_code == local.status
+    assert response.text == local.text
+
+
+def test_sessions_per_case_over_http(server):
+    disruption = {"id": "d1", "line": "red", "segment": None, "type": "planned_maintenance",
+                  "severity": "warning", "message": "Red line works"}
+    ok = httpx.post(f"{server}/set_disruptions", json={"case_id": "C1", "disruptions": [disruption]})
+    assert ok.json() == {"ok": True}
+    mine = httpx.post(f"{server}/disruption_feed", json={"case_id": "C1"}).json()
+    other = httpx.post(f"{server}/disruption_feed", json={"case_id": "C2"}).json()
+    assert [d["id"] for d in mine["disruptions"]] == ["d1"] and other == {"disruptions": []}
