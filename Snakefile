@@ -1,0 +1,21 @@
+# metrobench: the MetroLLM-Bench study as one Snakemake workflow.
+# Rules live in workflow/rules/ by stage; logic lives in the metrobench package.
+
+from snakemake.utils import min_version, validate
+
+min_version("8.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+
+
+rule all:
+    input:
+        "results/partition.json",

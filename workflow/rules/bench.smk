@@ -1,0 +1,1 @@
+# Rules for this stage arrive with their issue (see DESIGN.md §2).
