@@ -69,3 +69,4 @@ def test_fetch_unreachable_repository_is_a_clear_error(tmp_path, capsys):
                  f"file://{tmp_path}/missing", "--commit", "1" * 40])
     assert code == 2
     assert "git fetch" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()  # a failed fetch leaves nothing behind

@@ -143,9 +143,13 @@ def fetch(dest: Path, *, repository: str | None = None, commit: str | None = Non
         if dest.exists() and any(dest.iterdir()):
             raise MetrobenchError(f"{dest} exists and is not empty; refusing to fetch into it")
         dest.mkdir(parents=True, exist_ok=True)
-        _git(["init", "--quiet"], cwd=dest)
-        _git(["fetch", "--quiet", "--depth", "1", repository, commit], cwd=dest)
-        _git(["checkout", "--quiet", "--detach", "FETCH_HEAD"], cwd=dest)
+        try:
+            _git(["init", "--quiet"], cwd=dest)
+            _git(["fetch", "--quiet", "--depth", "1", repository, commit], cwd=dest)
+            _git(["checkout", "--quiet", "--detach", "FETCH_HEAD"], cwd=dest)
+        except MetrobenchError:
+            shutil.rmtree(dest, ignore_errors=True)  # no half-made checkout for the next try
+            raise
     if verify:
         verify_checksums(dest)
     return dest
