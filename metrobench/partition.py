@@ -100,19 +100,14 @@ def build_partition(keys: list[CaseKey], *, seed: int = 42, frac: float = 0.25,
     train = ids - holdout
 
     _check_invariants(keys, train, holdout, pinned_set)
-    by_id = {k.id: k for k in keys}
-    per_system = {}
-    for system in SYSTEMS:
-        n_all = sum(1 for k in keys if k.system == system)
-        n_hold = sum(1 for i in holdout if by_id[i].system == system)
-        per_system[system] = {"all": n_all, "train": n_all - n_hold, "holdout": n_hold,
-                              "pct_holdout": _pct(n_hold, n_all)}
-    per_category = {}
-    for cat in CATEGORIES:
-        n_all = sum(1 for k in keys if k.category == cat)
-        n_hold = sum(1 for i in holdout if by_id[i].category == cat)
-        per_category[cat] = {"all": n_all, "train": n_all - n_hold, "holdout": n_hold,
-                             "pct_holdout": _pct(n_hold, n_all)}
+
+    def summary(members: list[str]) -> dict[str, Any]:
+        n_hold = sum(1 for i in members if i in holdout)
+        return {"all": len(members), "train": len(members) - n_hold, "holdout": n_hold,
+                "pct_holdout": _pct(n_hold, len(members))}
+
+    per_system = {s: summary([k.id for k in keys if k.system == s]) for s in SYSTEMS}
+    per_category = {c: summary([k.id for k in keys if k.category == c]) for c in CATEGORIES}
     per_cell: dict[str, dict[str, dict[str, int]]] = {}
     for system in SYSTEMS:
         per_cell[system] = {}

@@ -69,28 +69,27 @@ class SystemData:
         return alias
 
 
-def read_json(path: Path) -> Any:
-    """Parse a JSON file, turning syntax errors into a DataError with line and column."""
+def _read(path: Path, parse, kind: str, error: type[Exception], where) -> Any:
+    """Parse a file, turning a missing file or a syntax error into one DataError."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DataError(str(path), "file not found") from None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(str(path), f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        return parse(text)
+    except error as exc:
+        raise DataError(str(path), f"invalid {kind}{where(exc)}") from None
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; a syntax error names its line and column."""
+    return _read(path, json.loads, "JSON", json.JSONDecodeError,
+                 lambda e: f" at line {e.lineno} column {e.colno}: {e.msg}")
 
 
 def read_yaml(path: Path) -> Any:
-    """Parse a YAML file, turning syntax errors into a DataError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(str(path), "file not found") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DataError(str(path), f"invalid YAML: {exc}") from None
+    """Parse a YAML file."""
+    return _read(path, yaml.safe_load, "YAML", yaml.YAMLError, lambda e: f": {e}")
 
 
 def _loc(loc: Iterable[int | str]) -> str:
