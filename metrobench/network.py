@@ -61,10 +61,6 @@ class Route:
     transfers: int
     line_sequence: tuple[str, ...]
 
-    def stops_copy(self) -> list[dict[str, Any]]:
-        """Fresh stop dicts (callers may mutate them; cached routes must not change)."""
-        return [dict(stop) for stop in self.stops]
-
 
 
 @dataclass(eq=False)
@@ -324,7 +320,7 @@ class MetroNetwork:
         """True when consecutive stations of ``path`` are joined by track."""
         if not path:
             return False
-        return all(any(self.graph.has_edge((a, ln), (b, ln)) for ln in self.station_lines[a])
+        return all(any(self.graph.has_edge((a, ln), (b, ln)) for ln in self.station_lines.get(a, ()))
                    for a, b in zip(path, path[1:]))
 
 
