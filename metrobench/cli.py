@@ -19,6 +19,12 @@ def _add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", metavar="ROOT", help="benchmark root (default: $METROBENCH_DATA)")
 
 
+def _systems() -> tuple[str, ...]:
+    from metrobench.data.root import SYSTEMS
+
+    return SYSTEMS
+
+
 def _bench(args: argparse.Namespace):
     from metrobench.data import Benchmark
 
@@ -85,6 +91,67 @@ def cmd_serve_tools(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rule_agent(args: argparse.Namespace) -> int:
+    from metrobench.rule_agent import run_cases
+    from metrobench.scoring.runs import load_split, select_cases
+    from metrobench.scoring.store import check_name
+    from metrobench.transcript import write_transcript
+
+    bench = _bench(args)
+    check_name("model", args.model)
+    cases = select_cases(bench, args.system, args.partition, load_split(bench, args.split))
+    records = list(run_cases(bench.system(args.system), cases, model=args.model))
+    write_transcript(Path(args.out), records)
+    failed = sum(1 for r in records if r.error)
+    print(f"wrote {args.out}: {len(records)} cases of {args.system} ({failed} failed)")
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from metrobench.scoring.errata import parse_errata
+    from metrobench.scoring.judge import make_judge
+    from metrobench.scoring.runs import load_split, score_run_file
+
+    bench = _bench(args)
+    errata = parse_errata(args.errata)
+    out = Path(args.out)
+    cache = Path(args.judge_cache) if args.judge_cache else out.with_name(out.name + ".judge-cache.jsonl")
+    judge = make_judge(args.judge, model=args.judge_model, base_url=args.judge_url,
+                       api_key_env=args.judge_key_env, cache_path=cache,
+                       concurrency=args.judge_concurrency)
+    partitions = load_split(bench, args.split)
+    for run in args.run:
+        scored = score_run_file(bench, run, out, judge=judge, errata=errata,
+                                selection=args.partition, partitions=partitions,
+                                model=args.model, system=args.system)
+        note = f", {scored.missing} missing (scored as failures)" if scored.missing else ""
+        print(f"scored {run}: {len(scored.scores)} cases of {scored.system}{note} -> {scored.path}")
+    if judge is not None:
+        print(f"judge {judge.model}: {judge.hits} cached, {judge.misses} new judgments")
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from metrobench.scoring.store import read_scores
+    from metrobench.scoring.summary import render, summarise
+
+    table = read_scores(Path(args.scores), models=args.model or None)
+    print("\n\n".join(render(s) for s in summarise(table, args.partition)))
+    return 0
+
+
+def cmd_agreement(args: argparse.Namespace) -> int:
+    from metrobench.stats.agreement import agreement_table, read_ratings
+
+    ratings = read_ratings(Path(args.ratings))
+    rows = agreement_table(ratings, n_resamples=args.n_resamples, seed=args.seed)
+    print(f"{'pair':<28}{'n':>5}{'exact':>8}{'within1':>9}{'kappa_w':>9}  {'95% CI':<17}{'AC2':>6}")
+    for r in rows:
+        print(f"{r.pair:<28}{r.n:>5}{r.exact:>8.0%}{r.within_one:>9.0%}{r.kappa:>9.2f}  "
+              f"[{r.kappa_lo:.2f}, {r.kappa_hi:.2f}]  {r.ac2:>5.2f}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metrobench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
@@ -120,6 +187,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8100)
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(func=cmd_serve_tools)
+
+    p = sub.add_parser("rule-agent", help="run the scripted baseline, one transcript per system")
+    _add_data(p)
+    p.add_argument("--system", required=True, choices=_systems())
+    p.add_argument("--partition", default="all", choices=("all", "train", "holdout"))
+    p.add_argument("--split", help="split file (default: the benchmark's committed split)")
+    p.add_argument("--model", default="rule-agent", help="model name recorded in the transcript")
+    p.add_argument("--out", required=True, help="transcript to write (JSONL)")
+    p.set_defaults(func=cmd_rule_agent)
+
+    p = sub.add_parser("score", help="score runs into Parquet (DIR/model=M/system=S/part.parquet)")
+    _add_data(p)
+    p.add_argument("--run", required=True, action="append",
+                   help="transcript (JSONL) or reference result JSON; repeat for several")
+    p.add_argument("--out", required=True, metavar="DIR", help="scores folder")
+    p.add_argument("--judge", default="none", choices=("none", "anthropic", "openai"))
+    p.add_argument("--judge-model", help="judge model (anthropic default: claude-haiku-4-5-20251001)")
+    p.add_argument("--judge-url", help="judge API base URL (default: the provider's)")
+    p.add_argument("--judge-key-env", help="environment variable holding the judge's API key")
+    p.add_argument("--judge-cache", help="judgment cache (default: DIR.judge-cache.jsonl)")
+    p.add_argument("--judge-concurrency", type=int, default=4)
+    p.add_argument("--errata", default="", help="comma-separated errata to apply (default: none)")
+    p.add_argument("--partition", default="all", choices=("all", "train", "holdout"),
+                   help="the cases the run should contain (absent ones score as failures)")
+    p.add_argument("--split", help="split file (default: the benchmark's committed split)")
+    p.add_argument("--model", help="model name (default: the run's)")
+    p.add_argument("--system", help="system (default: the run's)")
+    p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("summary", help="per-system and headline Tier 1 / composite from Parquet scores")
+    p.add_argument("--scores", required=True, metavar="DIR")
+    p.add_argument("--partition", default="holdout", choices=("holdout", "train", "full"))
+    p.add_argument("--model", action="append", help="only this model (repeatable)")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("judge-agreement", help="judge calibration: agreement statistics from a ratings CSV")
+    p.add_argument("--ratings", required=True, help="CSV: item id, then one column per rater (0/1/2)")
+    p.add_argument("--n-resamples", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=42)
+    p.set_defaults(func=cmd_agreement)
     return parser
 
 

@@ -1,0 +1,221 @@
+"""The scripted baseline: no model, a fixed decision tree over the tools (spec §8).
+
+It reproduces the reference baseline's behaviour on purpose, quirks included,
+because the paper's baseline row (84.6 Tier 1) is its score:
+
+* only ``disruption_feed`` sees the case (its disruptions); every other call
+  goes to a plain session of the system, as the reference's calls without a
+  ``case_id`` did, and the feed is asked without the current time, so expired
+  disruptions still count;
+* station *names* are submitted as route stops, so every submission with a
+  route is rejected (422) and is scored anyway;
+* the service-hours gate reads a field no case has, so it never fires;
+* in accessibility mode every stop is flagged (the reference read the
+  accessibility record from the wrong level and looked for a key that does not
+  exist);
+* station closures and weather never match the route, and ``fare_quote`` is
+  dropped whenever the answer is downgraded to ``advisory_only``.
+
+Tools run in-process (:func:`metrobench.tools.call_tool`): no server, no ports,
+and one process scores the whole benchmark in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from metrobench.data.loader import SystemData
+from metrobench.data.models import Case
+from metrobench.tools.dispatch import call_tool
+from metrobench.tools.session import ToolSession
+from metrobench.transcript import CaseRecord
+
+MODEL_NAME = "rule-agent"
+ERROR_CHARS = 200  # the reference kept this much of a failed call's body
+
+
+def parse_events(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The last origin, destination, passenger counts, free text and payment method."""
+    parsed: dict[str, Any] = {"origin": None, "destination": None, "adults": 0, "children": 0,
+                              "seniors": 0, "disabled": 0, "has_pax": False, "freetext": None,
+                              "payment_method": None}
+    for event in events:
+        kind = event.get("type", "")
+        if kind == "station_selected" and event.get("field") in ("origin", "destination"):
+            parsed[event["field"]] = event.get("value")
+        elif kind == "passenger_count_changed":
+            for key in ("adults", "children", "seniors", "disabled"):
+                parsed[key] = event.get(key, 0)
+            parsed["has_pax"] = True
+        elif kind == "freetext_input":
+            parsed["freetext"] = event.get("text", "")
+        elif kind == "payment_method_selected":
+            parsed["payment_method"] = event.get("method")
+    return parsed
+
+
+def fare_quote(fare: dict[str, Any], pax: dict[str, int]) -> dict[str, Any]:
+    """The submitted fare quote: one line item per fare item, its label parsed as ``<type> xN``."""
+    items = []
+    for item in fare.get("line_items", []):
+        parts = item.get("label", "").lower().split(" x")
+        count = int(parts[1]) if len(parts) > 1 else 1
+        amount = item["amount"]
+        items.append({
+            "rider_type": parts[0].strip() if parts else "adult",
+            "count": count,
+            "unit_fare": round(amount / count if count > 0 else amount, 2),
+            "subtotal": amount,
+            "currency": item.get("currency", fare.get("currency", "USD")),
+        })
+    riders = pax["adults"] + pax["children"] + pax["seniors"] + pax["disabled"]
+    summary = {**pax, "free_riders": max(0, riders - sum(i["count"] for i in items))}
+    return {"passenger_summary": summary, "line_items": items,
+            "discounts": fare.get("discounts", []), "total": fare["total"],
+            "currency": fare.get("currency", "USD")}
+
+
+def route_of(planned: dict[str, Any]) -> dict[str, Any]:
+    """The submitted route, with station names where ids belong (the reference's quirk)."""
+    stops = planned["stops"]
+    return {"origin": stops[0]["station_name"], "destination": stops[-1]["station_name"],
+            "stops": [s["station_name"] for s in stops], "transfers": planned["transfers"],
+            "estimated_minutes": planned["estimated_minutes"],
+            "distance_miles": planned["distance_miles"],
+            "line_sequence": planned.get("line_sequence", [])}
+
+
+class _Calls:
+    """Runs and records tool calls the way the reference baseline did."""
+
+    def __init__(self, system: SystemData, case: dict[str, Any]) -> None:
+        self.plain = ToolSession(system)
+        self.feed = ToolSession(system, case_id=case["id"])  # no current_time: nothing expires
+        self.feed.set_disruptions(case.get("system_context", {}).get("active_disruptions") or [])
+        self.made: list[dict[str, Any]] = []
+
+    def __call__(self, name: str, args: dict[str, Any]) -> tuple[Any, str | None]:
+        session = self.feed if name == "disruption_feed" else self.plain
+        answer = call_tool(session, name, args)
+        result, error = (answer.body, None) if answer.ok else (None, answer.text[:ERROR_CHARS])
+        self.made.append({"name": name, "arguments": args, "result": result, "error": error})
+        return result, error
+
+
+def _decline(outcome: str, reason: str, message: str) -> dict[str, Any]:
+    return {"outcome": outcome, "kiosk_action": {"action": "block_purchase", "reason_code": reason},
+            "assistant_message": message}
+
+
+def decide(case: dict[str, Any], call: _Calls) -> dict[str, Any]:
+    """Walk the decision tree for one case; returns the submitted arguments."""
+    context = case.get("system_context", {})
+    turns = case.get("multi_turn_events")
+    events = [e for turn in turns for e in turn] if turns else case["events"]
+    parsed = parse_events(events)
+
+    if not parsed["origin"] or not parsed["destination"]:
+        if not parsed["freetext"]:
+            return _decline("request_declined", "invalid_request",
+                            "Please choose an origin and a destination station.")
+        found, _ = call("knowledge_base", {"query": parsed["freetext"], "category": "general"})
+        if found and found.get("found"):
+            content = found["results"][0]["content"] if found["results"] else ""
+            return {"outcome": "policy_answer_only",
+                    "kiosk_action": {"action": "display_info", "reason_code": "ok"},
+                    "assistant_message": content[:300]}
+        return _decline("request_declined", "unsupported_request",
+                        "This kiosk cannot help with that request.")
+
+    temporal = context.get("temporal_context") or {}
+    available = temporal.get("service_available")  # no case has this field: the gate never fires
+    if available is not None and not available:
+        return {"outcome": "service_unavailable",
+                "kiosk_action": {"action": "block_purchase", "reason_code": "no_service"},
+                "assistant_message": "There is no service at the requested time."}
+
+    planned, error = call("route_planner", {"origin": parsed["origin"],
+                                            "destination": parsed["destination"]})
+    if error:
+        return _decline("request_declined", "invalid_request", f"Could not plan route: {error[:100]}")
+    pax = {"adults": parsed["adults"] if parsed["has_pax"] else 1, "children": parsed["children"],
+           "seniors": parsed["seniors"], "disabled": parsed["disabled"]}
+    fare_args: dict[str, Any] = {"route_id": planned["route_id"], "passengers": pax,
+                                 "ticket_type": "single"}
+    if parsed["payment_method"]:
+        fare_args["payment_method"] = parsed["payment_method"]
+    fare, error = call("fare_calculator", fare_args)
+    if error:
+        return _decline("request_declined", "invalid_request", f"Could not calculate fare: {error[:100]}")
+
+    route, quote = route_of(planned), fare_quote(fare, pax)
+    banners: list[dict[str, str]] = []
+    outcome, action, reason = "route_and_fare_ready", "prompt_purchase", "ok"
+    if context.get("active_disruptions"):
+        feed, _ = call("disruption_feed", {"severity_filter": "all"})
+        if feed:
+            stop_ids = {s["station_id"] for s in planned["stops"]}
+            lines = set(planned.get("line_sequence", []))
+            for d in feed.get("disruptions", []):
+                line = d.get("line")
+                if set(d.get("segment") or []) & stop_ids or (line and line in lines):
+                    banners.append({"severity": "critical" if d["severity"] == "critical" else "warning",
+                                    "title": d["type"].replace("_", " ").title(),
+                                    "body": d["message"]})
+                    outcome, action = "advisory_only", "display_info"
+    if context.get("accessibility_mode"):
+        for stop in planned["stops"]:
+            info, _ = call("station_info", {"station_id": stop["station_id"],
+                                            "query_type": "accessibility"})
+            if info:
+                record = info.get("accessibility", {})  # the reference's lookup: always empty
+                issues = []
+                if not record.get("step_free"):
+                    issues.append("not step-free")
+                if not record.get("elevators"):
+                    issues.append("no elevators")
+                if issues:
+                    name = stop["station_name"]
+                    banners.append({"severity": "warning", "title": f"Accessibility: {name}",
+                                    "body": f"{name}: {', '.join(issues)}"})
+                    outcome, action, reason = "advisory_only", "display_info", "accessibility_issue"
+
+    parts = [f"Route: {route['origin']} to {route['destination']}",
+             f"{route['transfers']} transfer(s), ~{route['estimated_minutes']} min",
+             f"Fare: {quote['total']} {quote['currency']}"]
+    parts += [f"{b['severity'].upper()}: {b['body']}" for b in banners]
+    submit: dict[str, Any] = {"outcome": outcome, "route": route,
+                              "kiosk_action": {"action": action, "reason_code": reason},
+                              "assistant_message": ". ".join(parts)}
+    if outcome == "route_and_fare_ready":
+        submit["fare_quote"] = quote
+    if banners:
+        submit["advisory_banners"] = banners
+    return submit
+
+
+def run_case(system: SystemData, case: dict[str, Any], *, model: str = MODEL_NAME) -> CaseRecord:
+    """One case: decide, submit, and record it as the runner would."""
+    call = _Calls(system, case)
+    try:
+        submit = decide(case, call)
+        call("submit_assistant_state", submit)
+    except Exception as exc:  # noqa: BLE001 - the reference recorded any failure as the case's error
+        return CaseRecord(case_id=case["id"], model=model, system=system.name, error=str(exc))
+    response = {
+        "outcome": submit.get("outcome", ""),
+        "kiosk_action": submit.get("kiosk_action", {}),
+        "reasoning": "",
+        "ui_updates": {"route": submit.get("route"), "fare_quote": submit.get("fare_quote"),
+                       "advisory_banners": submit.get("advisory_banners", []),
+                       "assistant_message": submit.get("assistant_message", "")},
+    }
+    return CaseRecord(case_id=case["id"], model=model, system=system.name, response=response,
+                      tool_calls_made=call.made, raw_content=json.dumps(submit))
+
+
+def run_cases(system: SystemData, cases: Iterable[Case], *, model: str = MODEL_NAME) -> Iterator[CaseRecord]:
+    for case in cases:
+        yield run_case(system, case.raw, model=model)

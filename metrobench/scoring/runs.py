@@ -1,0 +1,86 @@
+"""Scoring run files end to end: which system and model, which cases, where the rows go."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metrobench.data.loader import Benchmark
+from metrobench.data.root import SYSTEM_BY_PREFIX, SYSTEMS
+from metrobench.errors import MetrobenchError
+from metrobench.partition import committed_split, partition_of
+from metrobench.scoring.judge import Judge
+from metrobench.scoring.scorer import CaseScore, Scorer
+from metrobench.scoring.store import check_name, write_scores
+from metrobench.transcript import MISSING, Run, read_run
+
+SELECTIONS = ("all", "train", "holdout")
+
+
+def load_split(bench: Benchmark, split: Path | str | None) -> dict[str, str]:
+    """case id -> partition, from a split file (default: the benchmark's committed split)."""
+    if split is None:
+        return partition_of(committed_split(bench))
+    path = Path(split)
+    try:
+        document = json.loads(path.read_text())
+        return partition_of(document)
+    except FileNotFoundError:
+        raise MetrobenchError(f"{path}: no such split file") from None
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise MetrobenchError(f"{path}: not a split file with train_ids and holdout_ids ({exc})") from None
+
+
+def select_cases(bench: Benchmark, system: str, selection: str, partitions: dict[str, str]) -> list:
+    if selection not in SELECTIONS:
+        raise MetrobenchError(f"unknown partition {selection!r}: use {', '.join(SELECTIONS)}")
+    cases = bench.cases(system)
+    return cases if selection == "all" else [c for c in cases if partitions.get(c.id) == selection]
+
+
+def infer_system(run: Run, explicit: str | None) -> str:
+    if explicit:
+        system = explicit
+    elif run.system:
+        system = run.system
+    else:
+        prefixes = Counter(r.case_id.split("-")[0] for r in run.records)
+        if not prefixes:
+            raise MetrobenchError(f"{run.path}: empty run; name its system with --system")
+        system = SYSTEM_BY_PREFIX.get(prefixes.most_common(1)[0][0], "")
+    if system not in SYSTEMS:
+        raise MetrobenchError(f"{run.path}: unknown system {system!r}; use one of {', '.join(SYSTEMS)}")
+    return system
+
+
+@dataclass
+class ScoredRun:
+    model: str
+    system: str
+    path: Path
+    scores: list[CaseScore]
+
+    @property
+    def missing(self) -> int:
+        return sum(1 for s in self.scores if s.error == MISSING)
+
+
+def score_run_file(bench: Benchmark, run_path: Path | str, out: Path, *, judge: Judge | None,
+                   errata: frozenset[str] = frozenset(), selection: str = "all",
+                   partitions: dict[str, str] | None = None, model: str | None = None,
+                   system: str | None = None, warn: Any = None) -> ScoredRun:
+    """Score one run file (our transcript or a reference result) into ``out``."""
+    run = read_run(run_path)
+    system = infer_system(run, system)
+    if not (model or run.model):
+        raise MetrobenchError(f"{run.path}: the run names no model; give one with --model")
+    name = check_name("model", model or run.model)
+    partitions = partitions if partitions is not None else load_split(bench, None)
+    cases = select_cases(bench, system, selection, partitions)
+    scorer = Scorer(bench.system(system), errata=errata, judge=judge)
+    scores = scorer.score([c.raw for c in cases], run.records, model=name, warn=warn)
+    path = write_scores(out, name, system, scores, partitions)
+    return ScoredRun(name, system, path, scores)

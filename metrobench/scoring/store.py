@@ -1,0 +1,122 @@
+"""Scores on disk: Parquet, one row per case x component, hive-partitioned by model and system.
+
+``DIR/model=M/system=S/part.parquet`` holds one scored run. Model and system
+live in the path (that is what hive partitioning means), so
+``pandas.read_parquet(DIR)`` returns every row with both. Each file is
+written to a hidden temporary name and renamed into place, so a reader never
+sees half a file and an interrupted scoring run leaves the old scores intact.
+Rows are in case-file order, components in the reference's breakdown order:
+the aggregation sums in that order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from metrobench.errors import MetrobenchError
+from metrobench.scoring.metrics import CaseTotals, Component, case_totals
+from metrobench.scoring.scorer import CaseScore
+
+#: Columns stored in each file (model and system come from the path).
+FILE_SCHEMA = pa.schema([
+    pa.field("case_id", pa.string(), nullable=False),
+    pa.field("category", pa.string(), nullable=False),
+    pa.field("partition", pa.string(), nullable=False),
+    pa.field("component", pa.string(), nullable=False),
+    pa.field("tier", pa.int8(), nullable=False),
+    pa.field("score", pa.float64()),            # null: judged component, not judged
+    pa.field("max", pa.float64(), nullable=False),
+    pa.field("judged", pa.bool_(), nullable=False),
+    pa.field("reason", pa.string(), nullable=False),
+    pa.field("error", pa.string()),             # the case's run error ("missing" if absent)
+])
+PARTITIONING = ds.partitioning(pa.schema([("model", pa.string()), ("system", pa.string())]),
+                               flavor="hive")
+#: Every column as read back.
+SCHEMA = pa.schema([pa.field("model", pa.string(), nullable=False),
+                    pa.field("system", pa.string(), nullable=False), *FILE_SCHEMA])
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+def check_name(kind: str, value: str) -> str:
+    if not _SAFE.match(value or ""):
+        raise MetrobenchError(f"{kind} name {value!r} cannot name a folder: use letters, digits, "
+                              "'.', '_', '+' and '-'")
+    return value
+
+
+def partition_path(out: Path, model: str, system: str) -> Path:
+    return Path(out) / f"model={check_name('model', model)}" / f"system={check_name('system', system)}" \
+        / "part.parquet"
+
+
+def to_table(scores: Sequence[CaseScore], partitions: dict[str, str]) -> pa.Table:
+    columns: dict[str, list] = {name: [] for name in FILE_SCHEMA.names}
+    for case in scores:
+        for c in case.components:
+            columns["case_id"].append(case.case_id)
+            columns["category"].append(case.category)
+            columns["partition"].append(partitions.get(case.case_id, "unassigned"))
+            columns["component"].append(c.component)
+            columns["tier"].append(c.tier)
+            columns["score"].append(None if c.score is None else float(c.score))
+            columns["max"].append(float(c.max))
+            columns["judged"].append(c.judged)
+            columns["reason"].append(c.reason)
+            columns["error"].append(case.error)
+    return pa.table(columns, schema=FILE_SCHEMA)
+
+
+def write_scores(out: Path, model: str, system: str, scores: Sequence[CaseScore],
+                 partitions: dict[str, str]) -> Path:
+    """Write one run's scores atomically; returns the file written."""
+    path = partition_path(out, model, system)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(to_table(scores, partitions), tmp, compression="zstd")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def read_scores(path: Path | str, *, models: Iterable[str] | None = None) -> pa.Table:
+    """All rows under a scores folder, with model and system, in storage order."""
+    path = Path(path)
+    if not path.is_dir():
+        raise MetrobenchError(f"{path}: no scores folder (expected {path}/model=M/system=S/part.parquet)")
+    dataset = ds.dataset(path, format="parquet", partitioning=PARTITIONING,
+                         schema=SCHEMA)
+    table = dataset.to_table()
+    if models is not None:
+        wanted = set(models)
+        mask = [m in wanted for m in table.column("model").to_pylist()]
+        table = table.filter(pa.array(mask))
+    if table.num_rows == 0:
+        raise MetrobenchError(f"{path}: no scores found")
+    return table
+
+
+def totals_from_table(table: pa.Table, *, fill: str = "zero") -> dict[str, dict[str, list[CaseTotals]]]:
+    """model -> system -> per-case totals, cases in stored order."""
+    cols = {name: table.column(name).to_pylist()
+            for name in ("model", "system", "case_id", "component", "tier", "score", "max")}
+    grouped: dict[tuple[str, str, str], list[Component]] = {}
+    for i in range(table.num_rows):
+        key = (cols["model"][i], cols["system"][i], cols["case_id"][i])
+        grouped.setdefault(key, []).append(
+            Component(cols["component"][i], cols["tier"][i], cols["score"][i], cols["max"][i]))
+    out: dict[str, dict[str, list[CaseTotals]]] = {}
+    for (model, system, case_id), components in grouped.items():
+        out.setdefault(model, {}).setdefault(system, []).append(
+            case_totals(case_id, system, components, fill=fill))
+    return out

@@ -1,0 +1,1 @@
+"""Statistics over scores and ratings: bootstrap intervals, seed spread, rater agreement."""

@@ -1,0 +1,194 @@
+"""Transcripts: what one agent did on each case of one system, one JSON object per line.
+
+A transcript file (``runs/{model}/{system}.jsonl``) is append-only: the runner
+and the rule agent write each case's record as soon as the case ends and flush
+it, so a killed run loses only the cases in flight and a rerun can skip the
+cases already present. The record carries the reference runner's ``CaseResult``
+fields under the same names (spec §6.7), plus ``model`` and ``system``, so the
+scorer treats our transcripts and the reference harness's result JSON the same
+way: :func:`read_run` accepts either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from metrobench.errors import MetrobenchError
+
+#: Error recorded for a case that a run should have contained but does not.
+MISSING = "missing"
+
+
+@dataclass
+class CaseRecord:
+    """One case's outcome: the scored terminal state and everything that led to it."""
+
+    case_id: str
+    model: str = ""
+    system: str = ""
+    response: Any = None
+    tool_calls_made: list[dict[str, Any]] = field(default_factory=list)
+    raw_content: str = ""
+    reasoning_content: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    ttft_ms: float = 0.0
+    e2e_ms: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    api_rounds: int = 0
+    error: str | None = None
+    empty_rounds: int = 0
+    truncated: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], *, model: str = "", system: str = "") -> "CaseRecord":
+        """A record from a transcript line or a reference ``CaseResult`` (unknown keys kept in meta)."""
+        known = {f for f in cls.__dataclass_fields__}
+        values = {k: v for k, v in raw.items() if k in known}
+        extra = {k: v for k, v in raw.items() if k not in known}
+        record = cls(**values)
+        if extra:
+            record.meta = {**record.meta, **extra}
+        record.model = record.model or model
+        record.system = record.system or system
+        if record.tool_calls_made is None:
+            record.tool_calls_made = []
+        return record
+
+    @classmethod
+    def missing(cls, case_id: str, model: str, system: str) -> "CaseRecord":
+        """The stand-in for a case absent from a run: scored as a failure, never dropped."""
+        return cls(case_id=case_id, model=model, system=system, error=MISSING)
+
+
+@dataclass
+class Run:
+    """The records of one run file, in file order, and what kind of file it was."""
+
+    path: Path
+    records: list[CaseRecord]
+    model: str
+    system: str
+    kind: str  # "transcript" (our JSONL) or "reference" (the reference runner's JSON)
+
+
+class TranscriptWriter:
+    """Appends records to a transcript file, one flushed and fsynced line per case."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_partial_last_line(self.path)
+        self._fh: TextIO = open(self.path, "a", encoding="utf-8")
+
+    def write(self, record: CaseRecord) -> None:
+        self._fh.write(record.to_json() + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> "TranscriptWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop_partial_last_line(path: Path) -> None:
+    """Cut a line left unfinished by a killed writer, so appends start on a fresh line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    cut = data.rfind(b"\n") + 1
+    with open(path, "r+b") as fh:
+        fh.truncate(cut)
+
+
+def write_transcript(path: Path, records: Iterable[CaseRecord]) -> None:
+    """Write a whole transcript at once (atomically: temporary file, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for record in records:
+            fh.write(record.to_json() + "\n")
+    os.replace(tmp, path)
+
+
+def iter_transcript(path: Path) -> Iterator[CaseRecord]:
+    """Records of a JSONL transcript; a malformed line is an error naming the file and line.
+
+    An unterminated last line is what a killed writer leaves behind: it is
+    skipped with a warning (that case then counts as missing, never dropped).
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    lines = text.split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):  # no newline after it: an interrupted write
+                print(f"metrobench: warning: {path}: line {number}: unfinished record skipped "
+                      f"(an interrupted run?)", file=sys.stderr)
+                return
+            raise MetrobenchError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(raw, dict) or not isinstance(raw.get("case_id"), str):
+            raise MetrobenchError(f"{path}: line {number}: field case_id: "
+                                  "a record must be a JSON object with a string case_id")
+        try:
+            yield CaseRecord.from_dict(raw)
+        except TypeError as exc:
+            raise MetrobenchError(f"{path}: line {number}: case {raw['case_id']}: {exc}") from None
+
+
+def read_run(path: Path | str) -> Run:
+    """Read our JSONL transcript or the reference harness's result JSON (spec §6.7)."""
+    path = Path(path)
+    if not path.is_file():
+        raise MetrobenchError(f"{path}: no such run file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        doc = None  # several objects, one per line: a transcript
+    reference = isinstance(doc, dict) and "results" in doc and "case_id" not in doc
+    if reference:
+        return _read_reference(path, doc)
+    records = list(iter_transcript(path))
+    model = next((r.model for r in records if r.model), "")
+    system = next((r.system for r in records if r.system), "")
+    return Run(path, records, model, system, "transcript")
+
+
+def _read_reference(path: Path, doc: dict[str, Any]) -> Run:
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+        raise MetrobenchError(f"{path}: field results: a reference result file has a 'results' list")
+    meta = doc.get("metadata") or {}
+    model = str(doc.get("model") or meta.get("llm_model") or "")
+    system = str(doc.get("system") or meta.get("system") or "")
+    records = []
+    for index, raw in enumerate(doc["results"]):
+        if not isinstance(raw, dict) or not isinstance(raw.get("case_id"), str):
+            raise MetrobenchError(f"{path}: field results[{index}].case_id: "
+                                  "each result must be an object with a string case_id")
+        try:
+            records.append(CaseRecord.from_dict(raw, model=model, system=system))
+        except TypeError as exc:
+            raise MetrobenchError(f"{path}: case {raw['case_id']}: {exc}") from None
+    return Run(path, records, model, system, "reference")
