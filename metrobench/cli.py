@@ -93,8 +93,8 @@ def cmd_serve_tools(args: argparse.Namespace) -> int:
 
 def cmd_rule_agent(args: argparse.Namespace) -> int:
     from metrobench.rule_agent import run_cases
-    from metrobench.scoring.runs import load_split, select_cases
-    from metrobench.scoring.store import check_name
+    from metrobench.partition import load_split, select_cases
+    from metrobench.scoring.names import check_name
     from metrobench.transcript import write_transcript
 
     bench = _bench(args)
@@ -110,7 +110,8 @@ def cmd_rule_agent(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from metrobench.scoring.errata import parse_errata
     from metrobench.scoring.judge import make_judge
-    from metrobench.scoring.runs import load_split, score_run_file
+    from metrobench.partition import load_split
+    from metrobench.scoring.runs import score_run_file
 
     bench = _bench(args)
     errata = parse_errata(args.errata)

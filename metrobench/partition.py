@@ -195,3 +195,29 @@ def partition_of(document: dict[str, Any]) -> dict[str, str]:
     out = {cid: "train" for cid in document["train_ids"]}
     out.update({cid: "holdout" for cid in document["holdout_ids"]})
     return out
+
+
+SELECTIONS = ("all", "train", "holdout")
+
+
+def load_split(bench: Benchmark, split: Path | str | None = None) -> dict[str, str]:
+    """case id -> partition, from a split file (default: the benchmark's committed split)."""
+    if split is None:
+        return partition_of(committed_split(bench))
+    path = Path(split)
+    try:
+        document = json.loads(path.read_text())
+        return partition_of(document)
+    except FileNotFoundError:
+        raise MetrobenchError(f"{path}: no such split file") from None
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise MetrobenchError(f"{path}: not a split file with train_ids and holdout_ids ({exc})") from None
+
+
+def select_cases(bench: Benchmark, system: str, selection: str,
+                 partitions: dict[str, str]) -> list[Case]:
+    """The cases of ``system`` in ``selection`` (all, train or holdout), in case-file order."""
+    if selection not in SELECTIONS:
+        raise MetrobenchError(f"unknown partition {selection!r}: use {', '.join(SELECTIONS)}")
+    cases = bench.cases(system)
+    return cases if selection == "all" else [c for c in cases if partitions.get(c.id) == selection]

@@ -90,9 +90,11 @@ class AnthropicBackend:
 
     def complete(self, system: str, prompt: str) -> str:
         try:
+            # SDK 1.0 dropped the sampling keywords from create(); the API still takes
+            # temperature for Haiku 4.5, so it travels in the body (greedy, as the paper judged).
             message = self._client.messages.create(
-                model=self.model, max_tokens=MAX_TOKENS, temperature=0, system=system,
-                messages=[{"role": "user", "content": prompt}])
+                model=self.model, max_tokens=MAX_TOKENS, system=system,
+                messages=[{"role": "user", "content": prompt}], extra_body={"temperature": 0})
         except Exception as exc:  # noqa: BLE001 - sorted into retryable / fatal below
             raise _classify(exc, "anthropic") from None
         return "".join(block.text for block in message.content if getattr(block, "type", "") == "text")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,35 +10,12 @@ from typing import Any
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEM_BY_PREFIX, SYSTEMS
 from metrobench.errors import MetrobenchError
-from metrobench.partition import committed_split, partition_of
+from metrobench.partition import load_split, select_cases
 from metrobench.scoring.judge import Judge
 from metrobench.scoring.scorer import CaseScore, Scorer
-from metrobench.scoring.store import check_name, write_scores
+from metrobench.scoring.names import check_name
+from metrobench.scoring.store import write_scores
 from metrobench.transcript import MISSING, Run, read_run
-
-SELECTIONS = ("all", "train", "holdout")
-
-
-def load_split(bench: Benchmark, split: Path | str | None) -> dict[str, str]:
-    """case id -> partition, from a split file (default: the benchmark's committed split)."""
-    if split is None:
-        return partition_of(committed_split(bench))
-    path = Path(split)
-    try:
-        document = json.loads(path.read_text())
-        return partition_of(document)
-    except FileNotFoundError:
-        raise MetrobenchError(f"{path}: no such split file") from None
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise MetrobenchError(f"{path}: not a split file with train_ids and holdout_ids ({exc})") from None
-
-
-def select_cases(bench: Benchmark, system: str, selection: str, partitions: dict[str, str]) -> list:
-    if selection not in SELECTIONS:
-        raise MetrobenchError(f"unknown partition {selection!r}: use {', '.join(SELECTIONS)}")
-    cases = bench.cases(system)
-    return cases if selection == "all" else [c for c in cases if partitions.get(c.id) == selection]
-
 
 def infer_system(run: Run, explicit: str | None) -> str:
     if explicit:

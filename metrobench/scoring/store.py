@@ -12,15 +12,14 @@ the aggregation sums in that order.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from metrobench.errors import MetrobenchError
+from metrobench.scoring.names import check_name
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.scoring.scorer import CaseScore
 
@@ -37,19 +36,9 @@ FILE_SCHEMA = pa.schema([
     pa.field("reason", pa.string(), nullable=False),
     pa.field("error", pa.string()),             # the case's run error ("missing" if absent)
 ])
-PARTITIONING = ds.partitioning(pa.schema([("model", pa.string()), ("system", pa.string())]),
-                               flavor="hive")
 #: Every column as read back.
 SCHEMA = pa.schema([pa.field("model", pa.string(), nullable=False),
                     pa.field("system", pa.string(), nullable=False), *FILE_SCHEMA])
-_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-
-
-def check_name(kind: str, value: str) -> str:
-    if not _SAFE.match(value or ""):
-        raise MetrobenchError(f"{kind} name {value!r} cannot name a folder: use letters, digits, "
-                              "'.', '_', '+' and '-'")
-    return value
 
 
 def partition_path(out: Path, model: str, system: str) -> Path:
@@ -94,8 +83,11 @@ def read_scores(path: Path | str, *, models: Iterable[str] | None = None) -> pa.
     path = Path(path)
     if not path.is_dir():
         raise MetrobenchError(f"{path}: no scores folder (expected {path}/model=M/system=S/part.parquet)")
-    dataset = ds.dataset(path, format="parquet", partitioning=PARTITIONING,
-                         schema=SCHEMA)
+    import pyarrow.dataset as ds  # imports pandas: only where scores are read back
+
+    partitioning = ds.partitioning(pa.schema([("model", pa.string()), ("system", pa.string())]),
+                                   flavor="hive")
+    dataset = ds.dataset(path, format="parquet", partitioning=partitioning, schema=SCHEMA)
     table = dataset.to_table()
     if models is not None:
         wanted = set(models)

@@ -1,0 +1,108 @@
+"""Transcripts (JSONL and the reference's result JSON) and the Parquet score store."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from scoring_helpers import PLAN_CALLS, gt_answer
+
+from metrobench.cli import main
+from metrobench.errors import MetrobenchError
+from metrobench.scoring.store import FILE_SCHEMA, read_scores
+from metrobench.transcript import CaseRecord, TranscriptWriter, read_run
+
+
+def test_writer_appends_and_repairs_an_interrupted_last_line(tmp_path):
+    path = tmp_path / "runs" / "m" / "marta.jsonl"
+    with TranscriptWriter(path) as writer:
+        writer.write(CaseRecord(case_id="MARTA-A-001", model="m", system="marta"))
+    with open(path, "a") as fh:
+        fh.write('{"case_id": "MARTA-A-002", "respo')  # killed mid-write
+    run = read_run(path)
+    assert [r.case_id for r in run.records] == ["MARTA-A-001"]
+    with TranscriptWriter(path) as writer:
+        writer.write(CaseRecord(case_id="MARTA-A-002", model="m", system="marta"))
+    run = read_run(path)
+    assert [r.case_id for r in run.records] == ["MARTA-A-001", "MARTA-A-002"]
+    assert (run.model, run.system, run.kind) == ("m", "marta", "transcript")
+
+
+def test_malformed_lines_name_the_file_and_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"case_id": "MARTA-A-001"}\n{oops\n{"case_id": "MARTA-A-002"}\n')
+    with pytest.raises(MetrobenchError, match=r"bad.jsonl: line 2: not valid JSON"):
+        read_run(path)
+    path.write_text('{"case_id": "MARTA-A-001"}\n{"case": 1}\n')
+    with pytest.raises(MetrobenchError, match=r"line 2: field case_id"):
+        read_run(path)
+    with pytest.raises(MetrobenchError, match="no such run file"):
+        read_run(tmp_path / "absent.jsonl")
+
+
+def test_reference_result_files_are_rescored(tmp_path, root, bench, capsys):
+    answer = gt_answer(bench, "CTA-A-001")
+    reference = {
+        "metadata": {"harness_version": "0.4.0", "llm_model": "qwen3.5", "system": "cta"},
+        "model": "qwen3.5-27b", "system": "cta", "cases_total": 2,
+        "results": [
+            {"case_id": "CTA-A-001", "response": answer, "tool_calls_made": PLAN_CALLS,
+             "raw_content": json.dumps(answer), "reasoning_content": "", "messages": [],
+             "ttft_ms": 812.5, "e2e_ms": 4200.1, "input_tokens": 9000, "output_tokens": 300,
+             "api_rounds": 3, "error": None, "empty_rounds": 0, "truncated": False},
+            {"case_id": "CTA-A-002", "response": None, "tool_calls_made": [], "raw_content": "",
+             "error": "Exhausted 20 tool call rounds"},
+        ],
+    }
+    path = tmp_path / "qwen_20260101_000000.json"
+    path.write_text(json.dumps(reference, indent=2))
+    run = read_run(path)
+    assert run.kind == "reference" and run.model == "qwen3.5-27b" and run.system == "cta"
+    assert main(["score", "--data", str(root), "--run", str(path), "--out", str(tmp_path / "s")]) == 0
+    assert "155 missing" in capsys.readouterr().out
+    frame = pd.read_parquet(tmp_path / "s")
+    first = frame[(frame["case_id"] == "CTA-A-001") & frame["score"].notna()]
+    assert (first["score"] == first["max"]).all()
+    assert frame.loc[frame["case_id"] == "CTA-A-002", "error"].iloc[0] == "Exhausted 20 tool call rounds"
+
+
+def test_parquet_layout_schema_and_atomic_writes(tmp_path, root):
+    run = tmp_path / "bart.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "bart", "--model", "baseline-1.0",
+                 "--out", str(run)]) == 0
+    out = tmp_path / "scores"
+    assert main(["score", "--data", str(root), "--run", str(run), "--out", str(out)]) == 0
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert files == ["model=baseline-1.0/system=bart/part.parquet"]  # no temporary files left
+    stored = pq.read_schema(out / files[0])
+    assert stored.names == FILE_SCHEMA.names
+    assert [str(f.type) for f in stored] == [str(f.type) for f in FILE_SCHEMA]
+    frame = pd.read_parquet(out)
+    assert list(frame.columns) == ["case_id", "category", "partition", "component", "tier", "score",
+                                   "max", "judged", "reason", "error", "model", "system"]
+    assert set(frame["system"].astype(str)) == {"bart"} and frame["case_id"].nunique() == 157
+    assert read_scores(out).num_rows == len(frame)
+    tier = frame.groupby("component")["tier"].first()
+    assert tier["cultural_accuracy"] == 1 and tier["framebook_conformance"] == 2
+    judged = frame[frame["score"].isna()]
+    assert set(judged["component"]) <= {"advisory_content_correct", "policy_acknowledged",
+                                        "temporal_accuracy", "safety_response_quality",
+                                        "no_data_fabrication", "scope_adherence"}
+    assert not judged["judged"].any()
+
+
+def test_bad_names_and_empty_folders_are_clear_errors(tmp_path, root, capsys):
+    run = tmp_path / "x.jsonl"
+    run.write_text(json.dumps({"case_id": "DOHA-A-001"}) + "\n")
+    assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "s")]) == 2
+    assert "names no model; give one with --model" in capsys.readouterr().err
+    assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "s"),
+                 "--model", "a/b"]) == 2
+    assert "cannot name a folder" in capsys.readouterr().err
+    assert main(["summary", "--scores", str(tmp_path / "nothing")]) == 2
+    assert "no scores folder" in capsys.readouterr().err
+    assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "s"),
+                 "--model", "m", "--errata", "typo"]) == 2
+    assert "unknown erratum typo" in capsys.readouterr().err
