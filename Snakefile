@@ -14,8 +14,10 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
+include: "workflow/rules/bench.smk"
 
 
 rule all:
     input:
         "results/partition.json",
+        "results/summary/rule-agent.txt",
