@@ -153,6 +153,90 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     return 0
 
 
+def _model_config(args: argparse.Namespace):
+    from metrobench.runner.config import load_model_config, parse_model_config
+
+    overrides = {"name": args.model, "provider": args.provider, "base_url": args.base_url,
+                 "api_key_env": args.api_key_env, "temperature": args.temperature,
+                 "max_tokens": args.max_tokens, "thinking": args.thinking,
+                 "reasoning_effort": args.reasoning_effort, "concurrency": args.concurrency,
+                 "max_rounds": args.max_rounds, "timeout_s": args.timeout}
+    if args.model_config:
+        return load_model_config(args.model_config, **overrides)
+    if not args.model:
+        raise MetrobenchError("name the model with --model (or give --model-config)")
+    return parse_model_config({k: v for k, v in overrides.items() if v is not None}, "command line")
+
+
+def _run_selection(args: argparse.Namespace, bench):
+    from metrobench.partition import load_split, select_cases
+
+    cases = select_cases(bench, args.system, args.partition, load_split(bench, args.split))
+    if args.cases:
+        wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+        unknown = sorted(set(wanted) - {c.id for c in cases})
+        if unknown:
+            raise MetrobenchError(f"--cases: not cases of {args.system} ({args.partition}): {', '.join(unknown)}")
+        cases = [c for c in cases if c.id in set(wanted)]
+    return cases[: args.limit] if args.limit else cases
+
+
+def _report(summary) -> None:
+    print(f"{summary.path}: ran {summary.ran} cases ({summary.failed} failed), "
+          f"{summary.skipped} already done, {summary.wall_s:.1f} s")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from metrobench.runner.run import run_model
+    from metrobench.scoring.names import check_name
+
+    bench = _bench(args)
+    cfg = _model_config(args)
+    check_name("model", cfg.name)
+    cases = _run_selection(args, bench)
+    _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), restart=args.restart))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from metrobench.runner.run import run_model
+    from metrobench.scoring.names import check_name
+    from metrobench.serving import serve_model
+
+    bench = _bench(args)
+    cfg = _model_config(args)
+    check_name("model", cfg.name)
+    cases = _run_selection(args, bench)
+    log = Path(args.server_log) if args.server_log else None
+    with serve_model(cfg, log_path=log) as url:
+        _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), base_url=url,
+                          restart=args.restart))
+    return 0
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    _add_data(p)
+    p.add_argument("--system", required=True, choices=_systems())
+    p.add_argument("--model-config", help="YAML with the model's settings (flags below override it)")
+    p.add_argument("--model", help="model name (paths, tables)")
+    p.add_argument("--provider", choices=("llama_cpp", "openai", "azure", "azure_responses", "mistral"))
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
+    p.add_argument("--api-key-env", help="environment variable holding the API key")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--reasoning-effort")
+    p.add_argument("--concurrency", type=int, help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
+    p.add_argument("--max-rounds", type=int, help="model calls per case, all turns together (default 20)")
+    p.add_argument("--timeout", type=float, help="seconds per request (default 240)")
+    p.add_argument("--partition", default="all", choices=("all", "train", "holdout"))
+    p.add_argument("--split", help="split file (default: the benchmark's committed split)")
+    p.add_argument("--cases", help="comma-separated case ids")
+    p.add_argument("--limit", type=int, help="only the first N cases")
+    p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
+    p.add_argument("--restart", action="store_true", help="discard an existing transcript first")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metrobench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
@@ -222,6 +306,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", default="holdout", choices=("holdout", "train", "full"))
     p.add_argument("--model", action="append", help="only this model (repeatable)")
     p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("run", help="run a model (an OpenAI-compatible endpoint) on the cases of a system")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("bench", help="serve a GGUF with llama.cpp, run it on a system, stop the server")
+    _add_run_options(p)
+    p.add_argument("--server-log", help="file for the server's output")
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("judge-agreement", help="judge calibration: agreement statistics from a ratings CSV")
     p.add_argument("--ratings", required=True, help="CSV: item id, then one column per rater (0/1/2)")

@@ -134,3 +134,29 @@ def llama_server(cfg: ServerConfig, *, log_path: Path | None = None,
         yield f"{base}/v1"
     finally:
         _stop(proc)
+
+
+@contextmanager
+def serve_model(cfg, *, log_path: Path | None = None) -> Iterator[str | None]:
+    """Serve a :class:`~metrobench.runner.config.ModelConfig` if it has a ``serving`` block.
+
+    Yields the base URL (``None`` when the model is not served here: a hosted
+    API or a server started elsewhere, reached through ``base_url``).
+    """
+    serving = cfg.serving
+    if serving is None:
+        yield None
+        return
+    if serving.gguf:
+        model_path = Path(serving.gguf)
+    elif serving.gguf_package:
+        model_path = packaged_gguf(serving.gguf_package)
+    else:
+        raise MetrobenchError(f"model {cfg.name}: serving needs gguf or gguf_package")
+    server = ServerConfig(model_path=model_path, alias=cfg.served_model, n_ctx=serving.n_ctx,
+                          chat_format=serving.chat_format, n_threads=serving.n_threads,
+                          binary=serving.binary, parallel=serving.parallel,
+                          flash_attn=serving.flash_attn, n_gpu_layers=serving.n_gpu_layers,
+                          extra_args=list(serving.extra_args))
+    with llama_server(server, log_path=log_path) as url:
+        yield url

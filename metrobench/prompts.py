@@ -1,0 +1,283 @@
+"""What the model is told: the system prompt, the user messages, and the tool schemas.
+
+The structure and the facts follow the reference harness (spec §6.2-§6.4),
+because scored conventions live in them and the PEFT students were trained on
+that shape: the same sections in the same order, the same conditional blocks,
+the fare rules as the same ASCII-escaped JSON, the user message line formats.
+The prose is our own.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from metrobench.data.loader import SystemData, read_yaml
+
+#: Bump when the wording changes: it is part of a run's configuration hash.
+PROMPT_VERSION = "metrobench-1"
+
+
+@lru_cache(maxsize=None)
+def _framebook(system: SystemData) -> dict[str, Any]:
+    return read_yaml(system.directory / "framebook.yaml")["framebook"]
+
+
+def fare_rules(system: SystemData) -> dict[str, Any]:
+    """The fare facts shown to the model, keys in the reference's order."""
+    fb, fares = _framebook(system), system.fares_raw
+    symbol, terms = fb["currency_symbol"], fb["terminology"]
+    rules: dict[str, Any] = {
+        "model": fares.get("model", "flat"),
+        "base_fare": f"{symbol}{fares['base_fare']}",
+        "currency": fb["currency_code"],
+        "format": fb["fare_display_format"],
+        "payment": [terms["smartcard"], terms["contactless"]],
+    }
+    for key in ("discounts", "fare_brackets", "surcharges", "station_overrides", "payment_methods"):
+        if fares.get(key):
+            rules[key] = fares[key]
+    if "gold_fare" in fares:
+        rules["gold_class"] = {"fare": f"{symbol}{fares['gold_fare']}",
+                               "card": terms.get("smartcard_premium", "Gold Card")}
+    return rules
+
+
+_ROLE = """
+## Your Role
+You help riders plan journeys, work out fares and find out about stations.
+Look routes, fares and station details up with the tools.
+Never invent route or fare information: if a tool has not told you, you do not know it.
+"""
+
+_WORKFLOW = """
+## Workflow
+1. Collect what you need with route_planner, fare_calculator, station_info and the other tools
+2. Once you have everything, call submit_assistant_state with the final kiosk state
+3. Every conversation must end with a submit_assistant_state call, never with plain text
+4. Choose the outcome: route_and_fare_ready (an ordinary trip), advisory_only (route shown with a disruption notice), service_unavailable (no service), request_declined (the request cannot be served), or policy_answer_only (information only)
+5. Choose the kiosk_action: prompt_purchase (ticket can be bought), display_info (show information only), block_purchase (purchase not possible) or refer_to_staff (a person must help)
+"""
+
+_REASONS = """
+## Reason Code Semantics
+- `ok`: the request can be completed normally
+- `no_service`: there is no service for this trip or at this time
+- `invalid_request`: the request contradicts itself or cannot be done as asked
+- `unsupported_request`: the kiosk cannot help with this kind of request
+- `accessibility_issue`: the route does not meet the rider's stated accessibility need
+- `policy_exception`: a special policy changes the usual fare or purchase and should be pointed out
+"""
+
+_BANNERS = """
+## Advisory Banners
+advisory_banners are the main way the kiosk shows the rider what matters next to the route and fare. Severities:
+- `critical`: no service, purchase blocked, or a safety matter
+- `warning`: a disruption on the route, an accessibility concern, the last train is close
+- `info`: ID or security rules, payment requirements, opening-hours reminders, policy context, notes about a station, late-night service
+- `positive`: a discount, exception or pass that works in the rider's favour
+
+Make each banner about this trip: name the affected stations, the times or the exact policy points from these instructions rather than generic text. Use several banners when there are several separate concerns.
+"""
+
+_RULES = """
+## Rules
+- Call the card {card} (not "metro card" or any other name)
+- Give fare totals as numbers (2.50), not as text ("{symbol}2.50")
+- Write line names in line_sequence in lower case ("red", not "Red")
+- Copy the stop objects from route_planner into route.stops unchanged (station_id, station_name, line, is_transfer)
+- If submit_assistant_state answers with an error, correct the state and submit it again
+- With route_and_fare_ready, include a fare_quote with passenger_summary and line_items
+"""
+
+_DISRUPTIONS = """
+## Disruption Handling
+- The rider's message carries a DISRUPTION ALERT: check the current service with disruption_feed
+- Work out whether the planned route runs through an affected segment or station
+- Add advisory_banners with a fitting severity (critical, warning or info) to the submitted state
+- If the route is affected, tell the rider and offer an alternative where one exists
+- If the disruption leaves the route unusable, set outcome to service_unavailable and kiosk_action to block_purchase
+- When a whole line, or a named stretch between two stations, is disrupted, look it up with line_info and pass it to route_planner as line_closures instead of listing stations in station_restrictions
+- When several lines are disrupted, ask line_info about all of them at once through its `lines` list
+"""
+
+_ACCESSIBILITY = """
+## Accessibility
+- The rider has told the kiosk about an accessibility need
+- Check the stations of the route with station_info and query_type "accessibility"
+- Look at every station on the route for working elevators and step-free access
+- If a station has a problem (an elevator out of service, say), warn the rider in advisory_banners
+- Name the station and the problem in the banner
+"""
+
+_KNOWLEDGE = """
+## Knowledge Base
+- The rider is asking about transit policies or services
+- Look the relevant policies up with knowledge_base and their policy_id
+- For questions on several topics, make one knowledge_base call per topic
+- When unsure which policy applies, search with the query parameter
+- Put what you found into the submitted state
+- If nothing matches, give a helpful general answer
+"""
+
+
+def system_prompt(system: SystemData, context: dict[str, Any]) -> str:
+    """The system prompt of one case (``context`` = the case's ``system_context``)."""
+    fb = _framebook(system)
+    terms = fb["terminology"]
+    parts = [f"You are the ticket kiosk assistant of {fb['org_name']} ({fb['full_name']}).\n",
+             "## System Information",
+             f"- Lines: {', '.join(line.name for line in system.lines.values())}",
+             f"- Fare rules: {json.dumps(fare_rules(system))}",
+             f"- Reply in English (the local language is {fb['primary_language']})"]
+    text = "\n".join(parts) + "\n"
+    notes = fb.get("cultural_notes") or []
+    if notes:
+        text += "\n## Cultural Notes\n" + "".join(f"- {note}\n" for note in notes)
+    if fb.get("operating_hours"):
+        text += f"\n## Service Hours\n{json.dumps(fb['operating_hours'])}\n"
+    temporal = context.get("temporal_context")
+    if temporal:
+        text += "\n## Current Time & Service Hours\n"
+        text += f"- Current time: {temporal['current_time']}\n"
+        if temporal.get("day_of_week"):
+            text += f"- Day: {temporal['day_of_week']}\n"
+        if temporal.get("notes"):
+            text += f"- {temporal['notes']}\n"
+        text += "- Check that the journey falls within service hours and warn the rider if it does not\n"
+        text += "- Take into account how often trains run at that time\n"
+    text += _ROLE + _WORKFLOW + _REASONS + _BANNERS
+    text += _RULES.format(card=terms["smartcard"], symbol=fb["currency_symbol"])
+    if context.get("active_disruptions"):
+        text += _DISRUPTIONS
+    if context.get("accessibility_mode"):
+        text += _ACCESSIBILITY
+    policy = context.get("policy_change")
+    if policy:
+        text += ("\n## Policy Update\nIMPORTANT: the policy below is in force and overrides the "
+                 "standard fare rules.\n\n" + policy["text"] + "\n\n"
+                 "Apply it to the fare. If fare_calculator still quotes the old rules, correct the "
+                 "total in submit_assistant_state.\n")
+    if system.policies:
+        text += "\n## Available Policies\n"
+        text += "".join(f"- [{p.policy_id}] {p.title}\n" for p in system.policies)
+        text += "Look a policy up exactly with knowledge_base and its policy_id.\n"
+    if context.get("knowledge_query"):
+        text += _KNOWLEDGE
+    return text
+
+
+def user_message(events: list[dict[str, Any]]) -> str:
+    """One line per event, in the reference's line formats (spec §6.3)."""
+    lines: list[str] = []
+    for event in events:
+        kind = event.get("type")
+        if kind == "station_selected":
+            lines.append(f"{event['field'].title()}: {event['value']}")
+        elif kind == "passenger_count_changed":
+            counts = [f"{event[k]} {k}" for k in ("adults", "children", "seniors", "disabled")
+                      if k in event and event[k] != 0]
+            lines.append(f"Passengers: {', '.join(counts)}")
+        elif kind == "freetext_input":
+            lines.append(event["text"])
+        elif kind == "payment_method_selected":
+            lines.append(f"Payment method: {event['method'].replace('_', ' ').title()}")
+        elif kind == "disruption_update":
+            message = (event.get("disruption") or {}).get("message", "Service disruption in effect")
+            lines.append(f"\u26a0 DISRUPTION ALERT: {message}")
+    return "\n".join(lines)
+
+
+def _fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict:
+    return {"type": "function", "function": {"name": name, "description": description,
+                                             "parameters": {"type": "object", "properties": properties,
+                                                            "required": required}}}
+
+
+_S = {"type": "string"}
+_I = {"type": "integer"}
+_N = {"type": "number"}
+_PAX = {"type": "object", "properties": {k: _I for k in ("adults", "children", "seniors", "disabled")}}
+
+#: The seven functions offered to the model (OpenAI function format, spec §6.4 parameters).
+TOOLS: list[dict[str, Any]] = [
+    _fn("route_planner", "Plan the quickest route between two stations, optionally avoiding closed "
+        "stations, segments or stretches of line.", {
+            "origin": {**_S, "description": "origin station name or id"},
+            "destination": {**_S, "description": "destination station name or id"},
+            "departure_time": {**_S, "description": "departure time, HH:MM"},
+            "accessibility": {"type": "array", "items": _S, "description": "accessibility needs"},
+            "station_restrictions": {"type": "array", "items": {
+                "type": "object", "properties": {
+                    "station": _S, "restriction": {"type": "string", "enum": ["closed", "skip", "no_transfer"]}},
+                "required": ["station", "restriction"]}, "description": "stations to avoid"},
+            "segment_closures": {"type": "array", "items": {"type": "array", "items": _S, "minItems": 2,
+                                                            "maxItems": 2},
+                                 "description": "closed links between two adjacent stations"},
+            "line_closures": {"type": "array", "items": {
+                "type": "object", "properties": {"line": _S, "from_station": _S, "to_station": _S},
+                "required": ["line"]}, "description": "closed lines, or the stretch between two stations"},
+        }, ["origin", "destination"]),
+    _fn("fare_calculator", "Price a planned route (by its route_id) for a group of riders.", {
+        "route_id": {**_S, "description": "route_id returned by route_planner"},
+        "passengers": {**_PAX, "description": "riders by type"},
+        "ticket_type": {"type": "string", "enum": ["single", "return", "day_pass", "weekly", "monthly"]},
+        "payment_method": {"type": "string", "enum": [
+            "smartcard", "contactless", "cash", "mobile", "gold_travel_card", "clipper_card", "easycard",
+            "ventra", "disposable_ticket"]},
+    }, ["route_id", "passengers"]),
+    _fn("station_info", "Look up one or more stations: accessibility, facilities, exits, "
+        "connections or live status.", {
+            "station_id": _S, "station_ids": {"type": "array", "items": _S},
+            "query_type": {"type": "string", "enum": ["accessibility", "facilities", "exits", "connections",
+                                                      "real_time_status"]},
+        }, ["query_type"]),
+    _fn("line_info", "Describe one or more lines: their stations in order, terminals and "
+        "connections.", {"line": _S, "lines": {"type": "array", "items": _S}}, []),
+    _fn("disruption_feed", "Current service disruptions, optionally for one line or station.", {
+        "line": _S, "station": _S,
+        "severity_filter": {"type": "string", "enum": ["all", "major", "minor"]},
+    }, []),
+    _fn("knowledge_base", "Search the operator's policies, or fetch one by its policy_id.", {
+        "policy_id": _S, "query": _S, "category": _S}, []),
+    _fn("submit_assistant_state", "Submit the final kiosk state. Call this once everything is known; "
+        "it ends the turn.", {
+            "outcome": {"type": "string", "enum": ["route_and_fare_ready", "advisory_only",
+                                                   "service_unavailable", "request_declined",
+                                                   "policy_answer_only"]},
+            "route": {"type": "object", "properties": {
+                "origin": _S, "destination": _S,
+                "stops": {"type": "array", "items": {"type": "object", "properties": {
+                    "station_id": _S, "station_name": _S, "line": _S, "is_transfer": {"type": "boolean"}},
+                    "required": ["station_id"]}},
+                "transfers": _I, "estimated_minutes": _I, "distance_miles": _N,
+                "line_sequence": {"type": "array", "items": _S},
+            }, "required": ["origin", "destination", "stops", "transfers", "estimated_minutes",
+                            "distance_miles", "line_sequence"]},
+            "fare_quote": {"type": "object", "properties": {
+                "passenger_summary": {"type": "object", "properties": {
+                    **{k: _I for k in ("adults", "children", "seniors", "disabled")},
+                    "free_riders": {"type": "integer", "default": 0}}},
+                "line_items": {"type": "array", "items": {"type": "object", "properties": {
+                    "rider_type": _S, "count": _I, "unit_fare": _N, "subtotal": _N, "currency": _S},
+                    "required": ["rider_type", "count", "unit_fare", "subtotal", "currency"]}},
+                "discounts": {"type": "array", "items": {"type": "object", "properties": {
+                    "label": _S, "amount": _N, "currency": _S}}},
+                "total": {"type": "number", "description": "the total as a number, not a string"},
+                "currency": _S,
+            }, "required": ["total", "currency"]},
+            "kiosk_action": {"type": "object", "properties": {
+                "action": {"type": "string", "enum": ["display_info", "prompt_purchase", "block_purchase",
+                                                      "refer_to_staff"]},
+                "reason_code": {"type": "string", "enum": ["ok", "no_service", "invalid_request",
+                                                           "unsupported_request", "accessibility_issue",
+                                                           "policy_exception"]},
+            }, "required": ["action", "reason_code"]},
+            "advisory_banners": {"type": "array", "items": {"type": "object", "properties": {
+                "severity": {"type": "string", "enum": ["info", "warning", "critical", "positive"]},
+                "title": _S, "body": _S}, "required": ["severity", "title", "body"]}},
+            "assistant_message": {**_S, "description": "what the kiosk says to the rider"},
+            "reasoning": {**_S, "description": "a short account of how you decided"},
+        }, ["outcome", "kiosk_action", "assistant_message"]),
+]

@@ -1,0 +1,1 @@
+"""Running a model on benchmark cases: endpoint dialects, the per-case loop, resumable runs."""

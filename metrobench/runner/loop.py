@@ -1,0 +1,181 @@
+"""The per-case ReAct loop (spec §6.6): prompt, tool calls in-process, submit, next turn.
+
+One case is one conversation. The round budget (20 model calls by default) is
+shared by all turns of a multi-turn case. Tool calls run in-process against
+the case's own :class:`ToolSession`; a failed call's body goes back to the
+model so it can correct itself (the 422 of a bad submission included). An
+accepted submission ends a turn; the last accepted one is the case's answer.
+A reply without tool calls ends the case as a plain-text answer (scored, not
+an error). Two consecutive empty replies, a reply cut at the token limit, an
+exhausted budget or an endpoint failure end it with an error.
+
+Unlike the reference, tool-call arguments that are not valid JSON are fed
+back to the model as a tool error (and recorded) instead of ending the case.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from metrobench.data.loader import SystemData
+from metrobench.data.models import Case
+from metrobench.prompts import TOOLS, system_prompt, user_message
+from metrobench.runner.client import ChatClient, EndpointError
+from metrobench.tools.dispatch import call_tool
+from metrobench.tools.session import ToolSession
+from metrobench.transcript import CaseRecord
+
+SUBMIT = "submit_assistant_state"
+
+
+def reshape(arguments: dict[str, Any]) -> dict[str, Any]:
+    """An accepted submission in the scorer's response shape."""
+    return {
+        "outcome": arguments.get("outcome", ""),
+        "kiosk_action": arguments.get("kiosk_action", {}),
+        "reasoning": arguments.get("reasoning", ""),
+        "ui_updates": {
+            "route": arguments.get("route"),
+            "fare_quote": arguments.get("fare_quote"),
+            "advisory_banners": arguments.get("advisory_banners") or [],
+            "assistant_message": arguments.get("assistant_message", ""),
+        },
+    }
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """Tool-call arguments as an object, or the error the model will be shown."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or raw == "":
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except (TypeError, json.JSONDecodeError) as exc:
+        return None, f"arguments are not valid JSON ({exc}); send one JSON object"
+    if not isinstance(value, dict):
+        return None, "arguments must be a JSON object"
+    return value, None
+
+
+class CaseRun:
+    """The state of one case while it runs."""
+
+    def __init__(self, system: SystemData, case: Case, model: str) -> None:
+        self.case = case
+        context = case.raw.get("system_context", {})
+        self.session = ToolSession.for_case(system, case)
+        turns = [[e for e in turn] for turn in case.raw.get("multi_turn_events") or []] \
+            or [case.raw["events"]]
+        self.pending_turns = [user_message(t) for t in turns[1:]]
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt(system, context)},
+            {"role": "user", "content": user_message(turns[0])},
+        ]
+        self.record = CaseRecord(case_id=case.id, model=model, system=system.name)
+        self.model_ms = 0.0
+        self.cached_tokens = 0
+
+    def run_tool_calls(self, tool_calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """Execute one message's calls in order; the last accepted submission's arguments, if any."""
+        accepted = None
+        for tool_call in tool_calls:
+            function = tool_call.get("function") or {}
+            name = function.get("name") or ""
+            arguments, problem = parse_arguments(function.get("arguments"))
+            if problem is not None:
+                entry = {"name": name, "arguments": function.get("arguments"), "result": None,
+                         "error": problem}
+                content = json.dumps({"error": problem})
+            else:
+                answer = call_tool(self.session, name, arguments)
+                if answer.ok:
+                    entry = {"name": name, "arguments": arguments, "result": answer.body, "error": None}
+                    content = json.dumps(answer.body)
+                    if name == SUBMIT and isinstance(answer.body, dict) and answer.body.get("accepted"):
+                        accepted = arguments
+                else:
+                    entry = {"name": name, "arguments": arguments, "result": None, "error": answer.text}
+                    content = json.dumps({"error": answer.text})
+            self.record.tool_calls_made.append(entry)
+            self.messages.append({"role": "tool", "tool_call_id": tool_call.get("id") or "",
+                                  "content": content})
+        return accepted
+
+
+async def run_case(client: ChatClient, system: SystemData, case: Case, *, model: str,
+                   max_rounds: int) -> CaseRecord:
+    """Run one case to its end; every failure is recorded on the record, never raised."""
+    state = CaseRun(system, case, model)
+    record = state.record
+    start = time.perf_counter()
+    empty_streak = 0
+    accepted: dict[str, Any] | None = None
+    try:
+        for round_index in range(max_rounds):
+            reply = await client.complete(state.messages, TOOLS)
+            state.model_ms += reply.elapsed_ms
+            record.api_rounds += 1
+            record.input_tokens += reply.prompt_tokens
+            record.output_tokens += reply.completion_tokens
+            state.cached_tokens += reply.cached_tokens or 0
+            if round_index == 0:
+                record.ttft_ms = round(reply.elapsed_ms, 1)
+            message = reply.message
+            if message.get("tool_calls"):
+                empty_streak = 0
+                state.messages.append(message)
+                accepted_now = state.run_tool_calls(message["tool_calls"])
+                if accepted_now is not None:
+                    accepted = accepted_now
+                    if state.pending_turns:
+                        state.messages.append({"role": "user", "content": state.pending_turns.pop(0)})
+                        continue
+                    record.response = reshape(accepted)
+                    record.raw_content = json.dumps(accepted)
+                    record.reasoning_content = message.get("reasoning_content") or ""
+                    break
+                continue
+            content = message.get("content") or ""
+            reasoning = message.get("reasoning_content") or ""
+            if state.pending_turns and (content or reasoning):
+                empty_streak = 0
+                state.messages.append(message)
+                state.messages.append({"role": "user", "content": state.pending_turns.pop(0)})
+                continue
+            if not content and not reasoning:
+                if reply.finish_reason == "length":
+                    record.truncated = True
+                    record.error = (f"truncated: finish_reason=length on round {round_index + 1} "
+                                    f"(completion_tokens={reply.completion_tokens} ~ max_tokens cap); "
+                                    "raise max_tokens")
+                    break
+                empty_streak += 1
+                record.empty_rounds += 1
+                if empty_streak >= 2:
+                    record.error = (f"empty-response retry exhausted: 2 consecutive empty rounds "
+                                    f"(finish_reason={reply.finish_reason})")
+                    break
+                continue
+            state.messages.append(message)
+            record.truncated = reply.finish_reason == "length"  # cut short, but still scored
+            try:
+                parsed = json.loads(content)
+            except json.JSONDecodeError:
+                parsed = None
+            record.response = parsed
+            record.raw_content = content
+            record.reasoning_content = reasoning
+            break
+        else:
+            record.error = f"Exhausted {max_rounds} tool call rounds"
+    except EndpointError as exc:
+        record.error = str(exc)
+        record.meta["retryable"] = exc.retryable
+    record.messages = state.messages
+    record.e2e_ms = round((time.perf_counter() - start) * 1000, 1)
+    record.meta["model_ms"] = round(state.model_ms, 1)
+    record.meta["cached_tokens"] = state.cached_tokens
+    return record
