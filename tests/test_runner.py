@@ -1,0 +1,292 @@
+"""The runner's loop, dialects, retries and resume, against a local server speaking the OpenAI formats."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_openai_api import FakeOpenAI, chat_payload, tool_call
+
+from metrobench.cli import main
+from metrobench.errors import MetrobenchError
+from metrobench.runner.config import ModelConfig
+from metrobench.runner.run import run_model
+from metrobench.scoring.metrics import Component, case_totals
+from metrobench.scoring.scorer import Scorer
+from metrobench.transcript import read_run
+
+
+def cfg(url: str, **kw) -> ModelConfig:
+    base = {"name": "fake", "provider": "llama_cpp", "base_url": f"{url}/v1", "retries": 3,
+            "backoff_s": 0.01, "concurrency": 2}
+    return ModelConfig(**{**base, **kw})
+
+
+def last_tool(messages: list[dict]) -> dict | None:
+    for message in reversed(messages):
+        if message["role"] == "tool":
+            return json.loads(message["content"])
+        if message["role"] == "user":
+            return None
+    return None
+
+
+def good_agent(request: dict):
+    """Plans, prices, submits a bad state once, then the right one (per user turn)."""
+    messages = request["body"]["messages"]
+    user = [m for m in messages if m["role"] == "user"][-1]["content"]
+    fields = dict(line.split(": ", 1) for line in user.splitlines() if ": " in line)
+    since_user = messages[max(i for i, m in enumerate(messages) if m["role"] == "user"):]
+    calls = [c for m in since_user if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    names = [c["function"]["name"] for c in calls]
+    result = last_tool(messages)
+    if "route_planner" not in names:
+        return chat_payload(None, [tool_call("route_planner", {"origin": fields["Origin"],
+                                                               "destination": fields["Destination"]})])
+    route = next(json.loads(m["content"]) for m in since_user if m["role"] == "tool")
+    if "fare_calculator" not in names:
+        return chat_payload("", [tool_call("fare_calculator", {"route_id": route["route_id"],
+                                                               "passengers": {"adults": 1}}, "call_2")])
+    fare = result if "fare_id" in (result or {}) else next(
+        json.loads(m["content"]) for m in since_user if m["role"] == "tool" and "fare_id" in m["content"])
+    state = {
+        "outcome": "route_and_fare_ready",
+        "route": {"origin": fields["Origin"], "destination": fields["Destination"], "stops": route["stops"],
+                  "transfers": route["transfers"], "estimated_minutes": int(route["estimated_minutes"]),
+                  "distance_miles": route["distance_miles"], "line_sequence": route["line_sequence"]},
+        "fare_quote": {"passenger_summary": {"adults": 1, "children": 0, "seniors": 0, "disabled": 0,
+                                             "free_riders": 0},
+                       "line_items": [{"rider_type": "adult", "count": 1, "unit_fare": fare["total"],
+                                       "subtotal": fare["total"], "currency": fare["currency"]}],
+                       "total": fare["total"], "currency": fare["currency"]},
+        "kiosk_action": {"action": "prompt_purchase", "reason_code": "ok"},
+        "assistant_message": f"Your fare is ${fare['total']}; tap your Breeze Card at the gate.",
+    }
+    if names.count("submit_assistant_state") == 0:
+        return chat_payload("", [tool_call("submit_assistant_state", {**state, "outcome": "bogus"}, "c3")])
+    return chat_payload("", [tool_call("submit_assistant_state", state, "c4")],
+                        reasoning="all checked")
+
+
+def run(bench, config, ids, out, **kw):
+    cases = [bench.case(i) for i in ids]
+    return run_model(config, bench.system("marta"), cases, out, progress_stream=open("/dev/null", "w"), **kw)
+
+
+def score_records(bench, path):
+    records = read_run(path).records
+    cases = [bench.case(r.case_id).raw for r in records]
+    scores = Scorer(bench.system("marta")).score(cases, records)
+    return {s.case_id: case_totals(s.case_id, "marta", [Component(c.component, c.tier, c.score, c.max)
+                                                        for c in s.components]) for s in scores}
+
+
+def test_a_full_case_with_a_rejected_then_accepted_submission(bench, tmp_path):
+    with FakeOpenAI(good_agent) as api:
+        summary = run(bench, cfg(api.url), ["MARTA-A-001"], tmp_path / "t.jsonl")
+    assert (summary.ran, summary.failed) == (1, 0)
+    [record] = read_run(tmp_path / "t.jsonl").records
+    assert record.api_rounds == 4 and record.error is None
+    assert [c["name"] for c in record.tool_calls_made] == ["route_planner", "fare_calculator",
+                                                            "submit_assistant_state", "submit_assistant_state"]
+    rejected = record.tool_calls_made[2]
+    assert rejected["result"] is None and rejected["error"] == '{"detail":"Invalid outcome: bogus"}'
+    tool_messages = [m for m in record.messages if m["role"] == "tool"]
+    assert json.loads(tool_messages[2]["content"]) == {"error": '{"detail":"Invalid outcome: bogus"}'}
+    assert record.response["outcome"] == "route_and_fare_ready"
+    assert record.reasoning_content == "all checked"
+    assert record.input_tokens == 400 and record.output_tokens == 80
+    assert record.meta["config"] == cfg("x").fingerprint()
+    # assistant messages go back with content "" (never null) and their extra fields
+    second = api.requests[1]["body"]["messages"]
+    assert second[2]["role"] == "assistant" and second[2]["content"] == ""
+    assert score_records(bench, tmp_path / "t.jsonl")["MARTA-A-001"].tier1_pct == 100.0
+
+
+def test_request_body_per_dialect(bench, tmp_path):
+    seen = []
+
+    def script(request):
+        seen.append(request)
+        return chat_payload('{"outcome": "request_declined"}')
+
+    with FakeOpenAI(script) as api:
+        run(bench, cfg(api.url, thinking=False, top_k=20, min_p=0.0, top_p=0.95, temperature=1.0,
+                       extra_body={"cache_prompt": True}), ["MARTA-A-001"], tmp_path / "a.jsonl")
+    body = seen[0]["body"]
+    assert body["max_tokens"] == 4096 and "max_completion_tokens" not in body
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert (body["top_k"], body["min_p"], body["top_p"], body["temperature"]) == (20, 0.0, 0.95, 1.0)
+    assert body["cache_prompt"] is True and body["tool_choice"] == "auto"
+    assert [t["function"]["name"] for t in body["tools"]] == [
+        "route_planner", "fare_calculator", "station_info", "line_info", "disruption_feed",
+        "knowledge_base", "submit_assistant_state"]
+    assert body["messages"][1] == {"role": "user", "content": "Origin: Airport\nDestination: Five Points\n"
+                                                              "Passengers: 1 adults"}
+
+
+def test_openai_and_azure_chat_requests(bench, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_KEY", "sk-secret-value")
+    with FakeOpenAI(lambda r: chat_payload("plain answer")) as api:
+        run(bench, cfg(api.url, provider="openai", api_key_env="FAKE_KEY", reasoning_effort="xhigh",
+                       model="gpt-5.4"), ["MARTA-A-001"], tmp_path / "o.jsonl")
+        azure = f"{api.url}/openai/deployments/gpt-54/?api-version=2025-04-01-preview"
+        run(bench, cfg(api.url, provider="azure", api_key_env="FAKE_KEY", base_url=azure),
+            ["MARTA-A-001"], tmp_path / "z.jsonl")
+    openai_req, azure_req = api.requests
+    assert openai_req["path"] == "/v1/chat/completions"
+    assert openai_req["headers"]["authorization"] == "Bearer sk-secret-value"
+    assert openai_req["body"]["reasoning_effort"] == "xhigh"
+    assert openai_req["body"]["max_completion_tokens"] == 4096 and "max_tokens" not in openai_req["body"]
+    assert openai_req["body"]["model"] == "gpt-5.4"
+    assert azure_req["path"] == "/openai/deployments/gpt-54/chat/completions"
+    assert azure_req["query"] == {"api-version": ["2025-04-01-preview"]}
+    assert azure_req["headers"]["api-key"] == "sk-secret-value"
+    [record] = read_run(tmp_path / "z.jsonl").records
+    assert record.response is None and record.raw_content == "plain answer" and record.error is None
+    for path in tmp_path.iterdir():
+        assert b"sk-secret-value" not in path.read_bytes()
+
+
+def responses_agent(request):
+    """Azure Responses API: a function call first, then a message once the output comes back."""
+    items = request["body"]["input"]
+    outputs = [i for i in items if i.get("type") == "function_call_output"]
+    usage = {"input_tokens": 900, "output_tokens": 40, "total_tokens": 940,
+             "input_tokens_details": {"cached_tokens": 512}, "output_tokens_details": {"reasoning_tokens": 8}}
+    base = {"id": "resp_fake", "object": "response", "created_at": 0, "model": "gpt-5.6", "status": "completed",
+            "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "usage": usage}
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "plan first"}]}
+    if not outputs:
+        return {**base, "output": [reasoning, {
+            "type": "function_call", "id": "fc_1", "call_id": "call_abc", "name": "route_planner",
+            "arguments": json.dumps({"origin": "Airport", "destination": "Five Points"}), "status": "completed"}]}
+    if len(outputs) == 1:
+        return {**base, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
+                "output": []}
+    return {**base, "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                                "content": [{"type": "output_text", "text": "done", "annotations": []}]}]}
+
+
+def test_azure_responses_dialect_is_converted_to_the_chat_shape(bench, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_KEY", "k")
+    url = "http://127.0.0.1:{port}/openai/deployments/gpt-56/?api-version=2025-04-01-preview"
+    with FakeOpenAI(responses_agent) as api:
+        config = cfg(api.url, provider="azure_responses", api_key_env="FAKE_KEY", reasoning_effort="medium",
+                     base_url=url.format(port=api.url.rsplit(":", 1)[1]))
+        run(bench, config, ["MARTA-A-001"], tmp_path / "r.jsonl")
+    first, second = api.requests
+    assert first["path"] == "/openai/deployments/gpt-56/responses"
+    assert first["headers"]["api-key"] == "k"
+    body = first["body"]
+    assert body["instructions"].startswith("You are the ticket kiosk assistant of MARTA")
+    assert body["input"] == [{"role": "user", "content": "Origin: Airport\nDestination: Five Points\n"
+                                                         "Passengers: 1 adults"}]
+    assert body["tools"][0]["name"] == "route_planner" and "function" not in body["tools"][0]
+    assert body["reasoning"] == {"effort": "medium", "summary": "auto"} and body["max_output_tokens"] == 4096
+    back = second["body"]["input"]
+    assert [i.get("type") for i in back[1:]] == ["reasoning", "function_call", "function_call_output"]
+    assert back[-1]["call_id"] == "call_abc" and json.loads(back[-1]["output"])["route_id"]
+    [record] = read_run(tmp_path / "r.jsonl").records
+    assert record.tool_calls_made[0]["name"] == "route_planner" and record.tool_calls_made[0]["error"] is None
+    assistant = record.messages[2]
+    assert assistant["tool_calls"][0]["id"] == "call_abc" and assistant["reasoning_content"] == "plan first"
+    assert record.truncated and record.error.startswith("truncated: finish_reason=length on round 2")
+    assert record.input_tokens == 1800 and record.meta["cached_tokens"] == 1024
+
+
+def test_malformed_arguments_multi_turn_empty_rounds_and_budget(bench, tmp_path):
+    def script(request):
+        messages = request["body"]["messages"]
+        users = [m["content"] for m in messages if m["role"] == "user"]
+        n_assistant = sum(m["role"] == "assistant" for m in messages)
+        if len(users) == 1 and n_assistant == 0:
+            return chat_payload("", [tool_call("route_planner", '{"origin": "Airport", ')])
+        if len(users) == 1:
+            return chat_payload("", [tool_call("submit_assistant_state", {
+                "outcome": "request_declined", "assistant_message": "first",
+                "kiosk_action": {"action": "block_purchase", "reason_code": "invalid_request"}})])
+        return chat_payload("", [tool_call("submit_assistant_state", {
+            "outcome": "policy_answer_only", "assistant_message": f"turn {len(users)}",
+            "kiosk_action": {"action": "display_info", "reason_code": "ok"}})])
+
+    with FakeOpenAI(script) as api:
+        run(bench, cfg(api.url), ["MARTA-G-001"], tmp_path / "g.jsonl")
+    [record] = read_run(tmp_path / "g.jsonl").records
+    bad = record.tool_calls_made[0]
+    assert bad["arguments"] == '{"origin": "Airport", ' and bad["error"].startswith("arguments are not valid JSON")
+    turns = len(bench.case("MARTA-G-001").raw["multi_turn_events"])
+    assert record.api_rounds == 1 + turns
+    assert record.response["ui_updates"]["assistant_message"] == f"turn {turns}"  # the last accepted one
+    assert sum(m["role"] == "user" for m in record.messages) == turns
+
+    replies = iter([chat_payload(""), chat_payload(""), chat_payload("", finish_reason="length")])
+    with FakeOpenAI(lambda r: next(replies)) as api:
+        run(bench, cfg(api.url, concurrency=1), ["MARTA-A-001", "MARTA-A-002"], tmp_path / "e.jsonl")
+    errors = {r.case_id: (r.error, r.truncated, r.empty_rounds) for r in read_run(tmp_path / "e.jsonl").records}
+    assert errors["MARTA-A-001"][0].startswith("empty-response retry exhausted: 2 consecutive empty rounds")
+    assert errors["MARTA-A-002"][0].startswith("truncated: finish_reason=length on round 1")
+    assert errors["MARTA-A-002"][1] is True
+
+    looping = chat_payload("", [tool_call("line_info", {"line": "red"})])
+    with FakeOpenAI(lambda r: looping) as api:
+        run(bench, cfg(api.url, max_rounds=3), ["MARTA-A-003"], tmp_path / "x.jsonl")
+    [record] = read_run(tmp_path / "x.jsonl").records
+    assert record.error == "Exhausted 3 tool call rounds" and record.response is None
+
+
+def test_retries_then_resume_redoes_only_endpoint_failures(bench, tmp_path):
+    state = {"fail": [429, 500], "down": set()}
+
+    def script(request):
+        user = request["body"]["messages"][1]["content"]
+        if state["fail"]:
+            return state["fail"].pop(0), {"error": {"message": "busy", "type": "server_error"}}, \
+                {"retry-after": "0"}
+        if user in state["down"]:
+            return 503, {"error": {"message": "overloaded", "type": "server_error"}}
+        return chat_payload('{"outcome": "request_declined"}')
+
+    ids = ["MARTA-A-001", "MARTA-A-002", "MARTA-A-003"]
+    out = tmp_path / "run.jsonl"
+    with FakeOpenAI(script) as api:
+        cases = {i: bench.case(i) for i in ids}
+        from metrobench.prompts import user_message
+        state["down"] = {user_message(cases["MARTA-A-002"].raw["events"])}
+        first = run(bench, cfg(api.url, concurrency=1), ids, out)
+        assert first.failed == 1 and len(api.requests) == 2 + 1 + 3 + 1  # 2 retried, 3 tries for A-002
+        records = {r.case_id: r for r in read_run(out).records}
+        assert records["MARTA-A-002"].error.startswith("503: ") and records["MARTA-A-002"].meta["retryable"]
+        kept = [line for line in out.read_text().splitlines() if "MARTA-A-002" not in line]
+        state["down"] = set()
+        second = run(bench, cfg(api.url, concurrency=1), ids, out)
+    assert (second.ran, second.skipped, second.failed) == (1, 2, 0)
+    lines = out.read_text().splitlines()
+    assert lines[:2] == kept  # the finished cases are untouched
+    assert sorted(json.loads(line)["case_id"] for line in lines) == ids
+
+    with pytest.raises(MetrobenchError, match="was run with other settings"):
+        run(bench, cfg(api.url, temperature=0.7), ids, out)
+    with FakeOpenAI(lambda r: chat_payload("x")) as api:
+        restarted = run(bench, cfg(api.url, temperature=0.7), ids, out, restart=True)
+    assert restarted.ran == 3 and len(out.read_text().splitlines()) == 3
+
+
+def test_cli_run_with_flags_and_clear_errors(root, tmp_path, capsys):
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        code = main(["run", "--data", str(root), "--system", "doha", "--model", "fake-1",
+                     "--base-url", f"{api.url}/v1", "--partition", "holdout", "--limit", "2",
+                     "--out", str(tmp_path / "d.jsonl")])
+    assert code == 0
+    assert "ran 2 cases (0 failed), 0 already done" in capsys.readouterr().out
+    assert main(["run", "--data", str(root), "--system", "doha", "--model", "m", "--base-url", "http://x/v1",
+                 "--cases", "MARTA-A-001", "--out", str(tmp_path / "e.jsonl")]) == 2
+    assert "not cases of doha" in capsys.readouterr().err
+    assert main(["run", "--data", str(root), "--system", "doha", "--model", "m", "--provider", "openai",
+                 "--api-key-env", "NO_SUCH_KEY_SET", "--out", str(tmp_path / "e.jsonl")]) == 2
+    assert "set the environment variable NO_SUCH_KEY_SET" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: m\ntemperature: hot\n")
+    assert main(["run", "--data", str(root), "--system", "doha", "--model-config", str(bad),
+                 "--out", str(tmp_path / "e.jsonl")]) == 2
+    assert "bad.yaml: field temperature" in capsys.readouterr().err

@@ -1,0 +1,80 @@
+"""The runner with a real model: SmolLM2-135M served by llama_cpp.server (slow)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from metrobench.cli import main
+from metrobench.runner.config import load_model_config
+from metrobench.runner.run import run_model
+from metrobench.serving import serve_model
+from metrobench.transcript import read_run
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[1]
+SMOLLM2 = REPO / "config" / "models" / "smollm2-135m.yaml"
+
+
+def test_bench_runs_real_cases_end_to_end_and_they_score(root, tmp_path, capsys):
+    ids = "CTA-A-001,CTA-G-001,CTA-H-001"
+    out = tmp_path / "runs" / "smollm2-135m" / "cta.jsonl"
+    assert main(["bench", "--data", str(root), "--system", "cta", "--model-config", str(SMOLLM2),
+                 "--cases", ids, "--out", str(out), "--server-log", str(tmp_path / "server.log")]) == 0
+    assert "ran 3 cases" in capsys.readouterr().out
+    records = read_run(out).records
+    assert sorted(r.case_id for r in records) == ids.split(",")
+    for r in records:
+        assert r.api_rounds >= 1 and r.input_tokens > 1000 and r.output_tokens > 0
+        assert r.ttft_ms > 0 and r.e2e_ms >= r.ttft_ms and r.model == "smollm2-135m"
+        assert r.messages[0]["role"] == "system" and r.messages[-1]["role"] == "assistant"
+        assert r.error is None or r.error.startswith(("Exhausted", "empty-response", "truncated"))
+    multi = next(r for r in records if r.case_id == "CTA-G-001")
+    assert sum(m["role"] == "user" for m in multi.messages) >= 2  # text answers move to the next turn
+    assert main(["score", "--data", str(root), "--run", str(out), "--out", str(tmp_path / "scores")]) == 0
+    frame = pd.read_parquet(tmp_path / "scores")
+    ran = frame[frame["case_id"].isin(ids.split(","))]
+    assert set(ran["case_id"]) == set(ids.split(",")) and (ran["error"] != "missing").all()
+    assert (ran.groupby("case_id")["max"].sum() > 0).all()
+    assert frame["model"].astype(str).unique().tolist() == ["smollm2-135m"]
+
+
+def test_killing_the_server_mid_run_then_rerunning_loses_and_duplicates_nothing(bench, tmp_path):
+    cfg = load_model_config(SMOLLM2, retries=2, backoff_s=0.05, timeout_s=30)
+    cases = bench.cases("bart")[:4]
+    out = tmp_path / "bart.jsonl"
+    errors: list[BaseException] = []
+    with serve_model(cfg, log_path=tmp_path / "a.log") as url:
+        def work() -> None:
+            try:
+                run_model(cfg, bench.system("bart"), cases, out, base_url=url,
+                          progress_stream=open("/dev/null", "w"))
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+        worker = threading.Thread(target=work)
+        worker.start()
+        deadline = time.monotonic() + 240
+        while not (out.exists() and out.read_text().count("\n") >= 1) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    # the server is gone now; the run goes on and records the rest as endpoint failures
+    worker.join(300)
+    assert not worker.is_alive() and not errors
+    first = out.read_text().splitlines()
+    assert len(first) == 4
+    failed = [json.loads(line) for line in first if json.loads(line)["meta"].get("retryable")]
+    assert 1 <= len(failed) <= 3
+    done_before = [line for line in first if not json.loads(line)["meta"].get("retryable")]
+    with serve_model(cfg, log_path=tmp_path / "b.log") as url:
+        summary = run_model(cfg, bench.system("bart"), cases, out, base_url=url,
+                            progress_stream=open("/dev/null", "w"))
+    assert summary.ran == len(failed) and summary.skipped == 4 - len(failed)
+    lines = out.read_text().splitlines()
+    assert lines[: len(done_before)] == done_before
+    ids = [json.loads(line)["case_id"] for line in lines]
+    assert sorted(ids) == sorted(c.id for c in cases) and len(set(ids)) == 4
+    assert not any(json.loads(line)["meta"].get("retryable") for line in lines)
