@@ -21,3 +21,4 @@ rule all:
     input:
         "results/partition.json",
         "results/summary/rule-agent.txt",
+        expand("results/summary/{model}.txt", model=config.get("bench", {}).get("run", [])),

@@ -54,3 +54,34 @@ rule summary:
         "(metrobench summary --scores results/scores --model {wildcards.model} --partition holdout"
         " && echo && metrobench summary --scores results/scores --model {wildcards.model}"
         " --partition full) > {output} 2> {log}"
+
+
+rule bench_model:
+    # A model from config["models"]: served with llama.cpp when its config has a
+    # `serving` block, else called at its endpoint. The transcript grows in
+    # results/work/ (kept across failed or killed jobs, so a rerun resumes where
+    # it stopped) and is copied to the declared output when the run completes.
+    input:
+        split="results/partition.json",
+        model=lambda w: config["models"][w.model],
+    output:
+        "results/runs/{model}/{system}.jsonl",
+    log:
+        run="logs/runs/{model}/{system}.log",
+        server="logs/runs/{model}/{system}.server.log",
+    benchmark:
+        "results/benchmarks/runs/{model}/{system}.tsv"
+    wildcard_constraints:
+        model="|".join(sorted(config.get("models", {})) or ["__none__"]),
+    resources:
+        gpu=1,
+    conda:
+        "../envs/serve.yaml"
+    params:
+        data=data_flag(),
+        partition=config.get("bench", {}).get("partition", "all"),
+        work=lambda w: f"results/work/runs/{w.model}/{w.system}.jsonl",
+    shell:
+        "metrobench bench {params.data} --model-config {input.model} --system {wildcards.system}"
+        " --partition {params.partition} --split {input.split} --out {params.work}"
+        " --server-log {log.server} > {log.run} 2>&1 && cp {params.work} {output}"
