@@ -214,6 +214,64 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trainset(args: argparse.Namespace) -> int:
+    from metrobench.partition import load_split
+    from metrobench.training.trainset import build_trainset, composition, tier1_by_model, write_trainset
+
+    bench = _bench(args)
+    teachers = [t.strip() for t in args.teachers.split(",") if t.strip()]
+    partitions = load_split(bench, args.split)
+    tier1 = tier1_by_model(Path(args.scores), teachers)
+    examples = build_trainset(bench, Path(args.runs), tier1, teachers, partitions,
+                              min_tier1=args.min_tier1)
+    out = Path(args.out)
+    table = Path(args.composition) if args.composition else out.with_name("composition.csv")
+    rows = composition(examples, partitions, teachers)
+    write_trainset(examples, out, rows, table)
+    total = rows[-1]
+    print(f"wrote {out}: {total['kept']} examples of {total['train_cases']} train cases "
+          f"({total['coverage_pct']} %), mean Tier 1 {total['mean_tier1']}; composition in {table}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from metrobench.training.recipe import load_recipe
+    from metrobench.training.train import train
+
+    metrics = train(load_recipe(args.recipe), Path(args.dataset), Path(args.out), seed=args.seed,
+                    work=Path(args.work) if args.work else None)
+    print(f"adapter in {args.out}: {metrics['steps']} steps, train loss {metrics['first_train_loss']:.4f} -> "
+          f"{metrics['final_train_loss']:.4f}, validation loss {metrics['val_loss']:.4f}, {metrics['wall_s']} s")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from metrobench.training.export import merge
+    from metrobench.training.recipe import load_recipe
+
+    merge(load_recipe(args.recipe).base, Path(args.adapter), Path(args.out))
+    print(f"merged model in {args.out}")
+    return 0
+
+
+def cmd_export_gguf(args: argparse.Namespace) -> int:
+    from metrobench.training.export import convert_to_gguf
+
+    out = convert_to_gguf(Path(args.model), Path(args.out), checkout=args.llama_cpp)
+    print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+    return 0
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from metrobench.training.export import quantize, record_sizes
+
+    out = quantize(Path(args.gguf), Path(args.out), kind=args.kind, binary=args.binary)
+    if args.sizes:
+        record_sizes({Path(args.gguf).name: Path(args.gguf), out.name: out}, Path(args.sizes))
+    print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+    return 0
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_data(p)
     p.add_argument("--system", required=True, choices=_systems())
@@ -315,6 +373,45 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(p)
     p.add_argument("--server-log", help="file for the server's output")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("trainset", help="teacher traces with Tier 1 >= threshold, train partition only")
+    _add_data(p)
+    p.add_argument("--scores", required=True, metavar="DIR", help="Parquet scores of the teachers' runs")
+    p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<teacher>/<system>.jsonl")
+    p.add_argument("--teachers", required=True, help="comma-separated teacher models, in order of preference")
+    p.add_argument("--min-tier1", type=float, default=90.0)
+    p.add_argument("--split", help="split file (default: the benchmark's committed split)")
+    p.add_argument("--out", required=True, help="training set (JSONL)")
+    p.add_argument("--composition", help="composition table (default: composition.csv beside --out)")
+    p.set_defaults(func=cmd_trainset)
+
+    p = sub.add_parser("train", help="QLoRA-train one student (recipe x seed) on a training set")
+    p.add_argument("--recipe", required=True, help="recipe YAML (peft/recipes/<size>.yaml)")
+    p.add_argument("--dataset", required=True, help="training set (JSONL from `metrobench trainset`)")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", required=True, help="adapter folder")
+    p.add_argument("--work", help="checkpoint folder (default: <out>.work); a rerun resumes from it")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("merge", help="merge an adapter into the 16-bit base weights")
+    p.add_argument("--recipe", required=True)
+    p.add_argument("--adapter", required=True)
+    p.add_argument("--out", required=True, help="merged model folder (safetensors)")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("export-gguf", help="convert a merged model to GGUF f16 (llama.cpp's converter)")
+    p.add_argument("--model", required=True, help="merged model folder")
+    p.add_argument("--out", required=True, help="GGUF file")
+    p.add_argument("--llama-cpp", help="llama.cpp checkout (default: the llama-cpp-python source)")
+    p.set_defaults(func=cmd_export_gguf)
+
+    p = sub.add_parser("quantize", help="quantise a GGUF (default Q4_K_M)")
+    p.add_argument("--gguf", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--kind", default="Q4_K_M")
+    p.add_argument("--binary", help="a llama-quantize executable (default: llama_cpp's function)")
+    p.add_argument("--sizes", help="write both files' sizes (bytes) to this JSON")
+    p.set_defaults(func=cmd_quantize)
 
     p = sub.add_parser("judge-agreement", help="judge calibration: agreement statistics from a ratings CSV")
     p.add_argument("--ratings", required=True, help="CSV: item id, then one column per rater (0/1/2)")

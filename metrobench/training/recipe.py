@@ -1,0 +1,50 @@
+"""A student's training recipe: base model, LoRA shape, optimiser schedule (one YAML per size)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from metrobench.data.loader import read_yaml
+from metrobench.errors import MetrobenchError
+
+
+class Recipe(BaseModel):
+    """The paper's QLoRA recipe (App. C) as defaults; a size's YAML changes what differs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size: str
+    base: str                       # Hugging Face id, local folder, local .gguf, or "tiny-qwen3"
+    tokenizer: str | None = None    # where the tokenizer comes from, if not the base
+    load_in_4bit: bool = True       # NF4 with double quantisation
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    target_modules: list[str] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    epochs: float = 3.0
+    max_steps: int = -1             # > 0 overrides epochs (demo and tests)
+    batch_size: int = 2
+    grad_accum: int = 4
+    learning_rate: float = 2e-4
+    scheduler: str = "cosine"
+    warmup_ratio: float = 0.05
+    max_length: int = 4096
+    val_fraction: float = 0.05
+    optim_cuda: str = "paged_adamw_32bit"
+    optim_cpu: str = "adamw_torch"
+    gradient_checkpointing: bool = True
+    save_steps: int = 50
+    logging_steps: int = 1
+
+
+def load_recipe(path: Path | str) -> Recipe:
+    path = Path(path)
+    if not path.is_file():
+        raise MetrobenchError(f"{path}: no such recipe")
+    try:
+        return Recipe.model_validate(read_yaml(path) or {})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise MetrobenchError(f"{path}: field {'.'.join(map(str, err['loc']))}: {err['msg']}") from None

