@@ -272,6 +272,42 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tables(args: argparse.Namespace) -> int:
+    from metrobench.data.loader import read_yaml
+    from metrobench.report import build_tables
+
+    config = read_yaml(Path(args.config)) if args.config else {}
+    written, skipped = build_tables(Path(args.scores), config or {}, Path(args.out), only=args.only)
+    for path in written:
+        print(f"wrote {path}")
+    for message in skipped:
+        print(f"skipped {message}")
+    return 0
+
+
+def cmd_stats_bootstrap(args: argparse.Namespace) -> int:
+    from metrobench.scoring.store import read_scores
+    from metrobench.stats.cases import load_cases
+    from metrobench.tables import table9, write_table
+
+    cases = load_cases(read_scores(Path(args.scores)))
+    config = {"stats": {"n_resamples": args.n_resamples, "seed": args.seed}}
+    frame = table9(cases, config, "full" if args.partition == "full" else args.partition)
+    write_table(frame, Path(args.out))
+    print(frame.to_string(index=False))
+    return 0
+
+
+def cmd_errata_table(args: argparse.Namespace) -> int:
+    from metrobench.report import errata_table
+    from metrobench.tables import write_table
+
+    frame = errata_table(_bench(args), Path(args.runs), args.model)
+    write_table(frame, Path(args.out))
+    print(frame.to_string(index=False))
+    return 0
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_data(p)
     p.add_argument("--system", required=True, choices=_systems())
@@ -412,6 +448,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--binary", help="a llama-quantize executable (default: llama_cpp's function)")
     p.add_argument("--sizes", help="write both files' sizes (bytes) to this JSON")
     p.set_defaults(func=cmd_quantize)
+
+    p = sub.add_parser("tables", help="every paper table and figure the present scores allow")
+    p.add_argument("--scores", required=True, metavar="DIR")
+    p.add_argument("--config", help="study config (models, students, stats); default: none")
+    p.add_argument("--out", default="results", help="folder for tableN.csv/.md and figureN.png")
+    p.add_argument("--only", action="append", help="build only this table/figure (e.g. table2); repeatable")
+    p.set_defaults(func=cmd_tables)
+
+    p = sub.add_parser("stats", help="statistics over Parquet scores")
+    stats_sub = p.add_subparsers(dest="stats_command", required=True, metavar="STAT")
+    q = stats_sub.add_parser("bootstrap", help="per-model bootstrap CIs of Tier 1 and composite")
+    q.add_argument("--scores", required=True, metavar="DIR")
+    q.add_argument("--partition", default="holdout", choices=("holdout", "train", "full"))
+    q.add_argument("--n-resamples", type=int, default=5000)
+    q.add_argument("--seed", type=int, default=42)
+    q.add_argument("--out", required=True, help="CSV")
+    q.set_defaults(func=cmd_stats_bootstrap)
+
+    p = sub.add_parser("errata-table", help="headline numbers under each scoring erratum vs the default")
+    _add_data(p)
+    p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl")
+    p.add_argument("--model", action="append", required=True, help="model to rescore (repeatable)")
+    p.add_argument("--out", required=True, help="CSV")
+    p.set_defaults(func=cmd_errata_table)
 
     p = sub.add_parser("judge-agreement", help="judge calibration: agreement statistics from a ratings CSV")
     p.add_argument("--ratings", required=True, help="CSV: item id, then one column per rater (0/1/2)")

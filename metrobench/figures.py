@@ -1,0 +1,92 @@
+"""The paper's figures as PNG, drawn from the same frames as the tables (matplotlib, no display)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+PNG_METADATA = {"Software": None}  # no version stamp: reruns give the same bytes
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight", metadata=PNG_METADATA)
+
+
+def figure2(leaderboard: pd.DataFrame, path: Path) -> None:
+    """Leaderboard: composite and Tier 1 per model (held-out)."""
+    plt = _pyplot()
+    frame = leaderboard.iloc[::-1]
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(frame) + 1.2))
+    y = range(len(frame))
+    ax.barh([i + 0.2 for i in y], frame["tier1"], height=0.4, label="Tier 1", color="#4c72b0")
+    ax.barh([i - 0.2 for i in y], frame["composite"], height=0.4, label="Composite", color="#dd8452")
+    ax.set_yticks(list(y), frame["model"])
+    ax.set_xlabel("held-out score (mean of six system means)")
+    ax.set_xlim(min(50, float(frame[["tier1", "composite"]].min().min()) - 5), 100)
+    ax.legend(loc="lower right")
+    _save(fig, path)
+    plt.close(fig)
+
+
+def figure3(matrix: pd.DataFrame, path: Path, value: str = "composite") -> None:
+    """Per-category held-out composite, models x categories (heatmap)."""
+    plt = _pyplot()
+    table = matrix.pivot(index="model", columns="category", values=value)
+    fig, ax = plt.subplots(figsize=(0.6 * table.shape[1] + 2.5, 0.45 * table.shape[0] + 1.2))
+    image = ax.imshow(table.to_numpy(dtype=float), cmap="viridis", vmin=0, vmax=100, aspect="auto")
+    ax.set_xticks(range(table.shape[1]), table.columns)
+    ax.set_yticks(range(table.shape[0]), table.index)
+    for i in range(table.shape[0]):
+        for j in range(table.shape[1]):
+            v = table.iat[i, j]
+            if pd.notna(v):
+                ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=7,
+                        color="white" if v < 60 else "black")
+    fig.colorbar(image, ax=ax, label=f"held-out {value}")
+    _save(fig, path)
+    plt.close(fig)
+
+
+def figure4(matrix: pd.DataFrame, baseline: str, path: Path) -> None:
+    """The rule baseline's category profile against the other models' mean."""
+    plt = _pyplot()
+    base = matrix[matrix["model"] == baseline].set_index("category")["composite"]
+    others = matrix[matrix["model"] != baseline].groupby("category")["composite"].mean()
+    cats = list(base.index)
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    x = range(len(cats))
+    ax.bar([i - 0.2 for i in x], base.reindex(cats), width=0.4, label=baseline, color="#8c8c8c")
+    if len(others):
+        ax.bar([i + 0.2 for i in x], others.reindex(cats), width=0.4, label="models (mean)", color="#4c72b0")
+    ax.set_xticks(list(x), cats)
+    ax.set_ylabel("held-out composite")
+    ax.set_ylim(0, 100)
+    ax.legend()
+    _save(fig, path)
+    plt.close(fig)
+
+
+def figure5(sweep: pd.DataFrame, path: Path) -> None:
+    """PEFT gain (mean over seeds - base) against base capability, one point per size."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.axhline(0, color="#999999", linewidth=0.8)
+    ax.scatter(sweep["base_tier1"], sweep["delta"], color="#c44e52")
+    for _, row in sweep.iterrows():
+        ax.annotate(str(row["size"]), (row["base_tier1"], row["delta"]), textcoords="offset points",
+                    xytext=(4, 4))
+    ax.set_xlabel("base held-out Tier 1")
+    ax.set_ylabel("PEFT gain (Tier 1 points)")
+    _save(fig, path)
+    plt.close(fig)

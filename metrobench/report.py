@@ -1,0 +1,104 @@
+"""Writing the tables and figures the present results allow (``metrobench tables``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from metrobench import figures
+from metrobench import tables as T
+from metrobench.data.loader import Benchmark
+from metrobench.data.root import SYSTEMS
+from metrobench.scoring.errata import ERRATA
+from metrobench.scoring.metrics import Component, case_totals, headline
+from metrobench.scoring.scorer import Scorer
+from metrobench.partition import load_split
+from metrobench.transcript import read_run
+
+
+def build_tables(scores: Path, config: dict[str, Any], out: Path,
+                 only: list[str] | None = None) -> tuple[list[Path], list[str]]:
+    """Build every table/figure; returns (files written, skip messages)."""
+    from metrobench.scoring.store import read_scores
+    from metrobench.stats.cases import load_cases
+
+    cases = load_cases(read_scores(scores))
+    results = out
+    written: list[Path] = []
+    skipped: list[str] = []
+    frames: dict[str, pd.DataFrame] = {}
+
+    def want(name: str) -> bool:
+        return not only or name in only
+
+    builders = {
+        "table2": lambda: T.table2(cases, config),
+        "table3": lambda: T.table3(cases, config),
+        "table4": lambda: T.table4(cases, config, results),
+        "table7": lambda: T.table7(results),
+        "table8": lambda: T.table8(config, results),
+        "table9": lambda: pd.concat([T.table9(cases, config, "full"), T.table9(cases, config, "holdout")]),
+        "table10": lambda: T.table10(cases, config),
+        "categories": lambda: T.category_matrix(cases, config, "holdout"),
+    }
+    for name, build in builders.items():
+        if not want(name) and not (name in ("table2", "table4", "categories") and only):
+            continue
+        try:
+            frames[name] = build()
+        except T.Skip as exc:
+            skipped.append(str(exc))
+            continue
+        if want(name):
+            path = out / f"{name}.csv"
+            T.write_table(frames[name], path)
+            written.append(path)
+    drawings = {
+        "figure2": ("table2", lambda p: figures.figure2(frames["table2"], p)),
+        "figure3": ("categories", lambda p: figures.figure3(frames["categories"], p)),
+        "figure4": ("categories", lambda p: figures.figure4(
+            frames["categories"], (config.get("stats") or {}).get("baseline", "rule-agent"), p)),
+        "figure5": ("table4", lambda p: figures.figure5(frames["table4"], p)),
+    }
+    for name, (source, draw) in drawings.items():
+        if not want(name):
+            continue
+        if source not in frames:
+            skipped.append(f"{name}: needs {source}")
+            continue
+        if name == "figure4" and (config.get("stats") or {}).get("baseline", "rule-agent") \
+                not in set(frames["categories"]["model"]):
+            skipped.append(f"{name}: no scores for the baseline")
+            continue
+        path = out / f"{name}.png"
+        draw(path)
+        written.append(path)
+    return written, skipped
+
+
+def errata_table(bench: Benchmark, runs: Path, models: list[str]) -> pd.DataFrame:
+    """Held-out and full Tier 1 / composite (judge off: lower bound) under each erratum."""
+    split = load_split(bench)
+    records = {(m, s): read_run(Path(runs) / m / f"{s}.jsonl").records for m in models for s in SYSTEMS}
+    rows = []
+    for name in ["default", *ERRATA]:
+        errata = frozenset() if name == "default" else frozenset({name})
+        for model in models:
+            totals = {}
+            for system in SYSTEMS:
+                scored = Scorer(bench.system(system), errata=errata).score(
+                    [c.raw for c in bench.cases(system)], records[(model, system)], warn=lambda _: None)
+                totals[system] = [case_totals(s.case_id, system, [Component(c.component, c.tier, c.score, c.max)
+                                                                  for c in s.components]) for s in scored]
+            held = headline({s: [c for c in v if split.get(c.case_id) == "holdout"] for s, v in totals.items()})
+            full = headline(totals)
+            rows.append({"erratum": name, "model": model, "holdout_tier1": round(held.tier1, 2),
+                         "holdout_composite_low": round(held.composite, 2), "full_tier1": round(full.tier1, 2),
+                         "full_composite_low": round(full.composite, 2)})
+    frame = pd.DataFrame(rows)
+    base = frame[frame["erratum"] == "default"].set_index("model")
+    frame["delta_holdout_tier1"] = [round(r.holdout_tier1 - base.loc[r.model, "holdout_tier1"], 2)
+                                    for r in frame.itertuples()]
+    return frame

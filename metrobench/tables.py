@@ -1,0 +1,279 @@
+"""The paper's tables from Parquet scores and the study config, as CSV and Markdown.
+
+Each builder returns a pandas DataFrame, or raises :class:`Skip` naming what is
+missing (models without scores, training runs not done), so ``metrobench
+tables`` writes every table the present results allow. Headline numbers are
+the mean of the six system means (spec §7.5); per-category numbers and the
+bootstrap point estimates of Table 9 are pooled case means (spec §10).
+
+Study config keys read here (see config/config.yaml):
+``leaderboard`` (rows of Table 2), ``students`` (sizes, base model, recipe,
+seeds), ``teachers``, ``sensitivity`` (Table 3 cells), ``stats`` (resamples,
+seed, ``bootstrap_models``, ``comparisons``, ``category_models``),
+``termination.min_normal_endings``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from metrobench.stats.bootstrap import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    bootstrap,
+    bootstrap_stratified,
+    holm,
+    paired_bootstrap,
+    seed_mean,
+    seed_spread,
+)
+from metrobench.stats.cases import Cases
+
+CATEGORIES = list("ABCDEFGHIJK")
+
+
+class Skip(Exception):
+    """A table that the present results cannot fill; the message says what is missing."""
+
+
+def student_name(size: str, seed: int) -> str:
+    return f"{size}-peft-s{seed}"
+
+
+def _need(cases: Cases, models: list[str], table: str) -> None:
+    missing = [m for m in models if m not in set(cases.models())]
+    if missing:
+        raise Skip(f"{table}: no scores for {', '.join(missing)}")
+
+
+def _stats(config: dict[str, Any]) -> tuple[int, int]:
+    stats = config.get("stats", {})
+    return stats.get("n_resamples", DEFAULT_RESAMPLES), stats.get("seed", DEFAULT_SEED)
+
+
+def _members(config: dict[str, Any], model: str) -> list[str]:
+    """A configured model name, or a student group ``<size>-peft`` -> its seed models."""
+    for size, spec in (config.get("students") or {}).items():
+        if model == f"{size}-peft":
+            return [student_name(size, s) for s in spec.get("seeds", [])]
+    return [model]
+
+
+def headline_pair(cases: Cases, model: str, partition: str) -> tuple[float, float, float]:
+    """(Tier 1, composite low, composite high) headline of one model."""
+    low = cases.headline(model, partition, "zero")
+    high = cases.headline(model, partition, "max")
+    return low.tier1, low.composite, high.composite
+
+
+def group_headline(cases: Cases, config: dict, model: str, partition: str) -> tuple[float, float, float, int]:
+    members = _members(config, model)
+    _need(cases, members, model)
+    values = np.array([headline_pair(cases, m, partition) for m in members])
+    return (*values.mean(axis=0).tolist(), len(members))
+
+
+def normal_endings(cases: Cases, model: str) -> float:
+    m = cases.model == model
+    return float(cases.ended[m].mean()) if m.any() else float("nan")
+
+
+def table2(cases: Cases, config: dict) -> pd.DataFrame:
+    """Leaderboard (held-out): composite, Tier 1; unranked below the termination rule."""
+    rows = config.get("leaderboard") or []
+    if not rows:
+        raise Skip("table2: no leaderboard in the config")
+    present = set(cases.models())
+    threshold = (config.get("termination") or {}).get("min_normal_endings", 0.98)
+    out, missing = [], []
+    for row in rows:
+        members = _members(config, row["model"])
+        if not all(m in present for m in members):
+            missing.append(row["model"])
+            continue
+        t1, low, high, n_seeds = group_headline(cases, config, row["model"], "holdout")
+        endings = min(normal_endings(cases, m) for m in members)
+        judged = all(cases.unjudged.get(m, 0) == 0 for m in members)
+        out.append({"model": row.get("label", row["model"]), "licence": row.get("licence", ""),
+                    "vendor": row.get("vendor", ""), "composite": round(low, 2),
+                    "composite_upper": round(high, 2) if not judged else round(low, 2),
+                    "judged": judged, "tier1": round(t1, 2), "seeds": n_seeds,
+                    "normal_endings_pct": round(100 * endings, 1), "ranked": endings >= threshold})
+    if not out:
+        raise Skip(f"table2: no scores for {', '.join(missing)}")
+    frame = pd.DataFrame(out)
+    frame = frame.sort_values(["ranked", "composite", "tier1"], ascending=[False, False, False], kind="stable")
+    frame.insert(0, "rank", [i + 1 if r else None for i, r in enumerate(frame["ranked"])])
+    frame["rank"] = frame["rank"].astype("Int64")
+    return frame.reset_index(drop=True)
+
+
+def table3(cases: Cases, config: dict) -> pd.DataFrame:
+    """Serving-configuration sensitivity: held-out Tier 1 per (decoding, model) cell."""
+    cells = config.get("sensitivity") or []
+    if not cells:
+        raise Skip("table3: no serving variants (sensitivity) in the config")
+    _need(cases, [c["model"] for c in cells], "table3")
+    frame = pd.DataFrame([{"setting": c["row"], "column": c["column"],
+                           "tier1": round(headline_pair(cases, c["model"], "holdout")[0], 2)} for c in cells])
+    table = frame.pivot(index="setting", columns="column", values="tier1")
+    return table.reindex(index=list(dict.fromkeys(c["row"] for c in cells)),
+                         columns=list(dict.fromkeys(c["column"] for c in cells))).reset_index()
+
+
+def _gguf_size(results: Path, size: str, seed: int) -> int | None:
+    path = results / "peft" / size / f"seed{seed}" / "gguf_sizes.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text()).get("model-Q4_K_M.gguf")
+
+
+def table4(cases: Cases, config: dict, results: Path) -> pd.DataFrame:
+    """PEFT sweep: held-out Tier 1 of base and each seed, mean, delta, seed spread, GGUF size."""
+    students = config.get("students") or {}
+    if not students:
+        raise Skip("table4: no students in the config")
+    needed = [spec["base_model"] for spec in students.values()] + \
+        [student_name(size, s) for size, spec in students.items() for s in spec["seeds"]]
+    _need(cases, needed, "table4")
+    all_seeds = sorted({s for spec in students.values() for s in spec["seeds"]})
+    rows = []
+    for size, spec in students.items():
+        base = headline_pair(cases, spec["base_model"], "holdout")[0]
+        base_full = headline_pair(cases, spec["base_model"], "full")[0]
+        per_seed = {s: headline_pair(cases, student_name(size, s), "holdout")[0] for s in spec["seeds"]}
+        full = [headline_pair(cases, student_name(size, s), "full")[0] for s in spec["seeds"]]
+        mean = float(np.mean(list(per_seed.values())))
+        row: dict[str, Any] = {"size": size, "base_tier1": round(base, 2)}
+        for s in all_seeds:
+            row[f"s{s}"] = round(per_seed[s], 2) if s in per_seed else None
+        sizes = [x for x in (_gguf_size(results, size, s) for s in spec["seeds"]) if x]
+        row.update({"mean": round(mean, 2), "delta": round(mean - base, 2),
+                    "seed_spread": round(seed_spread(list(per_seed.values())), 2),
+                    "delta_full": round(float(np.mean(full)) - base_full, 2),
+                    "q4_k_m_gguf_bytes": int(np.mean(sizes)) if sizes else None})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table7(results: Path) -> pd.DataFrame:
+    path = results / "teacher" / "composition.csv"
+    if not path.is_file():
+        raise Skip(f"table7: {path} not built yet")
+    return pd.read_csv(path, keep_default_na=False)
+
+
+def table8(config: dict, results: Path) -> pd.DataFrame:
+    """Per size: max sequence length, training time per seed, adapter and Q4_K_M sizes."""
+    students = config.get("students") or {}
+    rows, missing = [], []
+    for size, spec in students.items():
+        metrics = []
+        for s in spec["seeds"]:
+            path = results / "peft" / size / f"seed{s}" / "adapter" / "train_metrics.json"
+            if path.is_file():
+                metrics.append(json.loads(path.read_text()))
+            else:
+                missing.append(f"{size}/seed{s}")
+        if not metrics:
+            continue
+        sizes = [x for x in (_gguf_size(results, size, s) for s in spec["seeds"]) if x]
+        rows.append({"size": size, "max_seq": metrics[0]["recipe"]["max_length"],
+                     "minutes_per_seed": round(float(np.mean([m["wall_s"] for m in metrics])) / 60, 1),
+                     "adapter_bytes": int(np.mean([m["adapter_bytes"] for m in metrics])),
+                     "q4_k_m_gguf_bytes": int(np.mean(sizes)) if sizes else None, "seeds": len(metrics)})
+    if not rows:
+        raise Skip(f"table8: no training metrics ({', '.join(missing) or 'no students'})")
+    return pd.DataFrame(rows)
+
+
+def _per_case(cases: Cases, config: dict, model: str, partition: str, metric: str) -> dict[str, float]:
+    members = _members(config, model)
+    _need(cases, members, model)
+    return seed_mean([cases.by_case(m, partition, metric) for m in members])
+
+
+def table9(cases: Cases, config: dict, partition: str = "full") -> pd.DataFrame:
+    """Bootstrap CIs of Tier 1 and composite per configured model, two statistics.
+
+    ``pooled``: the mean over cases, resampling cases (the paper's Table 9);
+    ``headline``: the mean of the system means, resampling within systems (the
+    statistic of the leaderboard, so its estimate is the headline number).
+    """
+    models = (config.get("stats") or {}).get("bootstrap_models") or cases.models()
+    n_resamples, seed = _stats(config)
+    rows = []
+    for model in models:
+        per = {m: (_per_case(cases, config, model, partition, m)) for m in ("tier1", "composite")}
+        for statistic in ("pooled", "headline"):
+            row: dict[str, Any] = {"model": model, "partition": partition, "statistic": statistic}
+            for metric, values in per.items():
+                if statistic == "pooled":
+                    interval = bootstrap(list(values.values()), n_resamples=n_resamples, seed=seed)
+                else:
+                    groups: dict[str, list[float]] = {}
+                    for case_id, v in values.items():
+                        groups.setdefault(case_id.split("-")[0], []).append(v)
+                    interval = bootstrap_stratified(list(groups.values()), n_resamples=n_resamples, seed=seed)
+                row.update({"n": interval.n, metric: round(interval.estimate, 2),
+                            f"{metric}_lo": round(interval.lo, 2), f"{metric}_hi": round(interval.hi, 2)})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table10(cases: Cases, config: dict) -> pd.DataFrame:
+    """Paired bootstrap of configured comparisons, held-out and full, with Holm-adjusted p."""
+    pairs = (config.get("stats") or {}).get("comparisons") or []
+    if not pairs:
+        raise Skip("table10: no comparisons in the config")
+    n_resamples, seed = _stats(config)
+    rows = []
+    for partition in ("holdout", "full"):
+        for a, b in pairs:
+            for metric in ("tier1", "composite"):
+                interval, p = paired_bootstrap(_per_case(cases, config, a, partition, metric),
+                                               _per_case(cases, config, b, partition, metric),
+                                               n_resamples=n_resamples, seed=seed)
+                rows.append({"a": a, "b": b, "partition": partition, "metric": metric, "n": interval.n,
+                             "delta": round(interval.estimate, 2), "lo": round(interval.lo, 2),
+                             "hi": round(interval.hi, 2), "excludes_zero": interval.excludes_zero(),
+                             "p": p})
+    frame = pd.DataFrame(rows)
+    frame["p_holm"] = holm(frame["p"].tolist())
+    return frame
+
+
+def category_matrix(cases: Cases, config: dict, partition: str = "holdout") -> pd.DataFrame:
+    """Per model x category, pooled case means of composite and Tier 1 (Figure 3's data)."""
+    models = (config.get("stats") or {}).get("category_models") or cases.models()
+    rows = []
+    for model in models:
+        t1 = _per_case(cases, config, model, partition, "tier1")
+        comp = _per_case(cases, config, model, partition, "composite")
+        for cat in CATEGORIES:
+            ids = [c for c in t1 if c.split("-")[1] == cat]
+            if ids:
+                rows.append({"model": model, "category": cat, "n": len(ids),
+                             "composite": round(float(np.mean([comp[c] for c in ids])), 1),
+                             "tier1": round(float(np.mean([t1[c] for c in ids])), 1)})
+    return pd.DataFrame(rows)
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (no extra dependency)."""
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |"
+            for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *body]) + "\n"
+
+
+def write_table(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False, lineterminator="\n")
+    path.with_suffix(".md").write_text(to_markdown(frame))
