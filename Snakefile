@@ -1,7 +1,9 @@
 # metrobench: the MetroLLM-Bench study as one Snakemake workflow.
 # Rules live in workflow/rules/ by stage; logic lives in the metrobench package.
 
+
 from snakemake.utils import min_version, validate
+
 
 min_version("8.0")
 
@@ -15,6 +17,9 @@ validate(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/teacher.smk"
+include: "workflow/rules/peft.smk"
+include: "workflow/rules/stats.smk"
 
 
 rule all:
@@ -22,3 +27,4 @@ rule all:
         "results/partition.json",
         "results/summary/rule-agent.txt",
         expand("results/summary/{model}.txt", model=config.get("bench", {}).get("run", [])),
+        config.get("report", {}).get("targets", []),

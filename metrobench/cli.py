@@ -153,6 +153,50 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_study_config(paths: list[str] | None) -> dict:
+    """Study config files merged in order (later files override, nested mappings merged)."""
+    from metrobench.data.loader import read_yaml
+
+    def merge(base: dict, extra: dict) -> dict:
+        out = dict(base)
+        for key, value in extra.items():
+            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+                else value
+        return out
+
+    config: dict = {}
+    for path in paths or []:
+        if not Path(path).is_file():
+            raise MetrobenchError(f"{path}: no such config file")
+        config = merge(config, read_yaml(Path(path)) or {})
+    return config
+
+
+def _study_model(args: argparse.Namespace, overrides: dict):
+    """A model's config from the study config's ``models`` (or ``student_serving`` with --gguf)."""
+    from metrobench.runner.config import load_model_config, parse_model_config
+
+    study = load_study_config(args.config)
+    name = args.model
+    entry = (study.get("models") or {}).get(name)
+    if entry is None and args.gguf:
+        entry = study.get("student_serving")
+    if entry is None:
+        raise MetrobenchError(f"model {name!r} is not in the config's models")
+    if isinstance(entry, str):
+        cfg = load_model_config(entry, **overrides)
+    else:
+        cfg = parse_model_config({**entry, **{k: v for k, v in overrides.items() if v is not None}},
+                                 f"config models.{name}")
+    if args.gguf:
+        serving = cfg.serving.model_copy(update={"gguf": args.gguf, "gguf_package": None}) if cfg.serving \
+            else None
+        if serving is None:
+            raise MetrobenchError(f"model {name!r}: --gguf needs a serving block in its config")
+        cfg = cfg.model_copy(update={"serving": serving})
+    return cfg
+
+
 def _model_config(args: argparse.Namespace):
     from metrobench.runner.config import load_model_config, parse_model_config
 
@@ -161,6 +205,10 @@ def _model_config(args: argparse.Namespace):
                  "max_tokens": args.max_tokens, "thinking": args.thinking,
                  "reasoning_effort": args.reasoning_effort, "concurrency": args.concurrency,
                  "max_rounds": args.max_rounds, "timeout_s": args.timeout}
+    if args.config:
+        if not args.model:
+            raise MetrobenchError("with --config, name the model with --model")
+        return _study_model(args, overrides)
     if args.model_config:
         return load_model_config(args.model_config, **overrides)
     if not args.model:
@@ -273,10 +321,9 @@ def cmd_quantize(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from metrobench.data.loader import read_yaml
     from metrobench.report import build_tables
 
-    config = read_yaml(Path(args.config)) if args.config else {}
+    config = load_study_config(args.config)
     written, skipped = build_tables(Path(args.scores), config or {}, Path(args.out), only=args.only)
     for path in written:
         print(f"wrote {path}")
@@ -312,6 +359,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_data(p)
     p.add_argument("--system", required=True, choices=_systems())
     p.add_argument("--model-config", help="YAML with the model's settings (flags below override it)")
+    p.add_argument("--config", action="append",
+                   help="study config(s): take the model's settings from its `models` entry")
+    p.add_argument("--gguf", help="serve this GGUF (a student) with the config's student_serving settings")
     p.add_argument("--model", help="model name (paths, tables)")
     p.add_argument("--provider", choices=("llama_cpp", "openai", "azure", "azure_responses", "mistral"))
     p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
@@ -451,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tables", help="every paper table and figure the present scores allow")
     p.add_argument("--scores", required=True, metavar="DIR")
-    p.add_argument("--config", help="study config (models, students, stats); default: none")
+    p.add_argument("--config", action="append", help="study config file(s), merged in order")
     p.add_argument("--out", default="results", help="folder for tableN.csv/.md and figureN.png")
     p.add_argument("--only", action="append", help="build only this table/figure (e.g. table2); repeatable")
     p.set_defaults(func=cmd_tables)

@@ -1,5 +1,6 @@
-# Runs, scores and summaries. A run is one transcript per (model, system); the rule
-# baseline produces its runs in-process; served models arrive with the runner.
+# Runs, scores and summaries. A run is one transcript per (model, system): the rule
+# baseline in-process, configured models served with llama.cpp or called at their
+# endpoint, students served from their Q4_K_M GGUF.
 
 
 rule rule_agent:
@@ -18,6 +19,37 @@ rule rule_agent:
     shell:
         "metrobench rule-agent {params.data} --system {wildcards.system} --split {input.split}"
         " --out {output} > {log} 2>&1"
+
+
+rule bench_model:
+    # The transcript grows in results/work/ (kept across failed or killed jobs, so a
+    # rerun resumes where it stopped) and is copied to the output when complete.
+    input:
+        unpack(bench_inputs),
+    output:
+        "results/runs/{model}/{system}.jsonl",
+    log:
+        run="logs/runs/{model}/{system}.log",
+        server="logs/runs/{model}/{system}.server.log",
+    benchmark:
+        "results/benchmarks/runs/{model}/{system}.tsv"
+    wildcard_constraints:
+        model=_alternatives(BENCH_MODELS),
+    resources:
+        gpu=1,
+    conda:
+        "../envs/serve.yaml"
+    params:
+        data=data_flag(),
+        config=config_flags(),
+        gguf=gguf_flag,
+        partition=config.get("bench", {}).get("partition", "all"),
+        work=lambda w: f"results/work/runs/{w.model}/{w.system}.jsonl",
+    shell:
+        "metrobench bench {params.data} {params.config} --model {wildcards.model} {params.gguf}"
+        " --system {wildcards.system} --partition {params.partition} --split {input.split}"
+        " --out {params.work} --server-log {log.server} > {log.run} 2>&1"
+        " && cp {params.work} {output}"
 
 
 rule score:
@@ -43,7 +75,7 @@ rule score:
 
 rule summary:
     input:
-        expand("results/scores/model={{model}}/system={system}/part.parquet", system=SYSTEMS),
+        scores_of(["{model}"]),
     output:
         "results/summary/{model}.txt",
     log:
@@ -54,34 +86,3 @@ rule summary:
         "(metrobench summary --scores results/scores --model {wildcards.model} --partition holdout"
         " && echo && metrobench summary --scores results/scores --model {wildcards.model}"
         " --partition full) > {output} 2> {log}"
-
-
-rule bench_model:
-    # A model from config["models"]: served with llama.cpp when its config has a
-    # `serving` block, else called at its endpoint. The transcript grows in
-    # results/work/ (kept across failed or killed jobs, so a rerun resumes where
-    # it stopped) and is copied to the declared output when the run completes.
-    input:
-        split="results/partition.json",
-        model=lambda w: config["models"][w.model],
-    output:
-        "results/runs/{model}/{system}.jsonl",
-    log:
-        run="logs/runs/{model}/{system}.log",
-        server="logs/runs/{model}/{system}.server.log",
-    benchmark:
-        "results/benchmarks/runs/{model}/{system}.tsv"
-    wildcard_constraints:
-        model="|".join(sorted(config.get("models", {})) or ["__none__"]),
-    resources:
-        gpu=1,
-    conda:
-        "../envs/serve.yaml"
-    params:
-        data=data_flag(),
-        partition=config.get("bench", {}).get("partition", "all"),
-        work=lambda w: f"results/work/runs/{w.model}/{w.system}.jsonl",
-    shell:
-        "metrobench bench {params.data} --model-config {input.model} --system {wildcards.system}"
-        " --partition {params.partition} --split {input.split} --out {params.work}"
-        " --server-log {log.server} > {log.run} 2>&1 && cp {params.work} {output}"

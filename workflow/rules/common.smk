@@ -1,13 +1,27 @@
 # Config helpers, path helpers and wildcard constraints shared by every rule file.
 
-import os
+import re
 
 SYSTEMS = config["systems"]
+MODELS = sorted(config.get("models", {}))
+STUDENTS = config.get("students") or {}
+TEACHERS = config.get("teachers") or []
+STUDENT_MODELS = [f"{size}-peft-s{seed}" for size, spec in STUDENTS.items() for seed in spec["seeds"]]
+BENCH_MODELS = MODELS + STUDENT_MODELS
+SIZES = sorted(STUDENTS)
+SEEDS = sorted({seed for spec in STUDENTS.values() for seed in spec["seeds"]})
+
+
+def _alternatives(names):
+    """A wildcard regex matching exactly these names (a never-matching one if empty)."""
+    return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
 
 
 wildcard_constraints:
-    system="|".join(SYSTEMS),
+    system=_alternatives(SYSTEMS),
     model=r"[A-Za-z0-9][A-Za-z0-9._+-]*",
+    size=_alternatives(SIZES),
+    seed=r"\d+",
 
 
 def data_root():
@@ -17,6 +31,46 @@ def data_root():
 
 def data_flag():
     return f"--data {data_root()}"
+
+
+def config_flags():
+    """The workflow's config files, passed on to commands that read the study config."""
+    return " ".join(f"--config {path}" for path in workflow.configfiles)
+
+
+def student_of(model):
+    """(size, seed) of a student model name `<size>-peft-s<seed>`, else None."""
+    for size, spec in STUDENTS.items():
+        for seed in spec["seeds"]:
+            if model == f"{size}-peft-s{seed}":
+                return size, seed
+    return None
+
+
+def peft_dir(size, seed):
+    return f"results/peft/{size}/seed{seed}"
+
+
+def bench_inputs(wildcards):
+    inputs = {"split": "results/partition.json"}
+    student = student_of(wildcards.model)
+    if student:
+        inputs["gguf"] = f"{peft_dir(*student)}/model-Q4_K_M.gguf"
+    elif isinstance(config["models"][wildcards.model], str):
+        inputs["model"] = config["models"][wildcards.model]
+    return inputs
+
+
+def gguf_flag(wildcards, input):
+    return f"--gguf {input.gguf}" if "gguf" in input.keys() else ""
+
+
+def scores_of(models):
+    return expand(
+        "results/scores/model={model}/system={system}/part.parquet",
+        model=models,
+        system=SYSTEMS,
+    )
 
 
 def judge_flags():
@@ -29,3 +83,38 @@ def judge_flags():
     if scoring.get("errata"):
         flags.append("--errata " + ",".join(scoring["errata"]))
     return " ".join(flags)
+
+
+def members(models):
+    """Configured model names, with a student group `<size>-peft` expanded to its seeds."""
+    out = []
+    for model in models:
+        size = model[: -len("-peft")] if model.endswith("-peft") else None
+        if size in STUDENTS:
+            out += [f"{size}-peft-s{seed}" for seed in STUDENTS[size]["seeds"]]
+        else:
+            out.append(model)
+    return out
+
+
+STATS = config.get("stats") or {}
+LEADERBOARD = members([row["model"] for row in config.get("leaderboard") or []])
+BASES = [spec["base_model"] for spec in STUDENTS.values()]
+TABLE_INPUTS = {
+    "table2": scores_of(LEADERBOARD),
+    "table3": scores_of([cell["model"] for cell in config.get("sensitivity") or []]),
+    "table4": scores_of(BASES + STUDENT_MODELS)
+    + [f"{peft_dir(*student_of(m))}/gguf_sizes.json" for m in STUDENT_MODELS],
+    "table7": ["results/teacher/composition.csv"],
+    "table8": [f"{peft_dir(*student_of(m))}/adapter" for m in STUDENT_MODELS]
+    + [f"{peft_dir(*student_of(m))}/gguf_sizes.json" for m in STUDENT_MODELS],
+    "table9": scores_of(members(STATS.get("bootstrap_models") or [])),
+    "table10": scores_of(members([m for pair in STATS.get("comparisons") or [] for m in pair])),
+    "categories": scores_of(members(STATS.get("category_models") or [])),
+}
+FIGURE_SOURCE = {
+    "figure2": "table2",
+    "figure3": "categories",
+    "figure4": "categories",
+    "figure5": "table4",
+}

@@ -1,1 +1,73 @@
-# Rules for this stage arrive with their issue (see DESIGN.md §2).
+# One QLoRA student per size and seed: train -> merge -> GGUF f16 -> Q4_K_M.
+
+
+rule train:
+    input:
+        dataset="results/teacher/dataset.jsonl",
+        recipe=lambda w: STUDENTS[w.size]["recipe"],
+    output:
+        directory("results/peft/{size}/seed{seed}/adapter"),
+    log:
+        "logs/peft/{size}/seed{seed}/train.log",
+    benchmark:
+        "results/benchmarks/peft/{size}/seed{seed}/train.tsv"
+    resources:
+        gpu=1,
+    conda:
+        "../envs/train.yaml"
+    params:
+        work=lambda w: f"results/work/peft/{w.size}/seed{w.seed}",
+    shell:
+        "metrobench train --recipe {input.recipe} --dataset {input.dataset} --seed {wildcards.seed}"
+        " --out {output} --work {params.work} > {log} 2>&1"
+
+
+rule merge:
+    input:
+        adapter="results/peft/{size}/seed{seed}/adapter",
+        recipe=lambda w: STUDENTS[w.size]["recipe"],
+    output:
+        directory("results/peft/{size}/seed{seed}/merged"),
+    log:
+        "logs/peft/{size}/seed{seed}/merge.log",
+    benchmark:
+        "results/benchmarks/peft/{size}/seed{seed}/merge.tsv"
+    conda:
+        "../envs/train.yaml"
+    shell:
+        "metrobench merge --recipe {input.recipe} --adapter {input.adapter} --out {output} > {log} 2>&1"
+
+
+rule gguf:
+    input:
+        "results/peft/{size}/seed{seed}/merged",
+    output:
+        "results/peft/{size}/seed{seed}/model-f16.gguf",
+    log:
+        "logs/peft/{size}/seed{seed}/gguf.log",
+    benchmark:
+        "results/benchmarks/peft/{size}/seed{seed}/gguf.tsv"
+    conda:
+        "../envs/train.yaml"
+    params:
+        checkout=(
+            f"--llama-cpp {config['llama_cpp_checkout']}"
+            if config.get("llama_cpp_checkout")
+            else ""
+        ),
+    shell:
+        "metrobench export-gguf --model {input} --out {output} {params.checkout} > {log} 2>&1"
+
+
+rule quantize:
+    input:
+        "results/peft/{size}/seed{seed}/model-f16.gguf",
+    output:
+        gguf="results/peft/{size}/seed{seed}/model-Q4_K_M.gguf",
+        sizes="results/peft/{size}/seed{seed}/gguf_sizes.json",
+    log:
+        "logs/peft/{size}/seed{seed}/quantize.log",
+    conda:
+        "../envs/train.yaml"
+    shell:
+        "metrobench quantize --gguf {input} --out {output.gguf} --sizes {output.sizes} > {log} 2>&1"
