@@ -124,7 +124,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     for run in args.run:
         scored = score_run_file(bench, run, out, judge=judge, errata=errata,
                                 selection=args.partition, partitions=partitions,
-                                model=args.model, system=args.system)
+                                model=args.model, system=args.system, sample=args.sample)
         note = f", {scored.missing} missing (scored as failures)" if scored.missing else ""
         print(f"scored {run}: {len(scored.scores)} cases of {scored.system}{note} -> {scored.path}")
     if judge is not None:
@@ -217,9 +217,11 @@ def _model_config(args: argparse.Namespace):
 
 
 def _run_selection(args: argparse.Namespace, bench):
-    from metrobench.partition import load_split, select_cases
+    from metrobench.partition import load_split, sample_cases, select_cases
 
     cases = select_cases(bench, args.system, args.partition, load_split(bench, args.split))
+    if args.sample:
+        cases = sample_cases(cases, args.sample, offset=2 * _systems().index(args.system))
     if args.cases:
         wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
         unknown = sorted(set(wanted) - {c.id for c in cases})
@@ -377,6 +379,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", help="split file (default: the benchmark's committed split)")
     p.add_argument("--cases", help="comma-separated case ids")
     p.add_argument("--limit", type=int, help="only the first N cases")
+    p.add_argument("--sample", type=int, help="N cases spread over the categories (the CPU demo)")
     p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
     p.add_argument("--restart", action="store_true", help="discard an existing transcript first")
 
@@ -441,6 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", default="all", choices=("all", "train", "holdout"),
                    help="the cases the run should contain (absent ones score as failures)")
     p.add_argument("--split", help="split file (default: the benchmark's committed split)")
+    p.add_argument("--sample", type=int, help="the run holds only this stratified sample (see run --sample)")
     p.add_argument("--model", help="model name (default: the run's)")
     p.add_argument("--system", help="system (default: the run's)")
     p.set_defaults(func=cmd_score)

@@ -221,3 +221,28 @@ def select_cases(bench: Benchmark, system: str, selection: str,
         raise MetrobenchError(f"unknown partition {selection!r}: use {', '.join(SELECTIONS)}")
     cases = bench.cases(system)
     return cases if selection == "all" else [c for c in cases if partitions.get(c.id) == selection]
+
+
+def sample_cases(cases: list[Case], n: int, *, offset: int = 0) -> list[Case]:
+    """``n`` cases spread over the categories: round-robin, first case of each category first.
+
+    ``offset`` rotates the category order (one value per system), so a small
+    sample of several systems together covers every category. Case-file order
+    is kept in the result.
+    """
+    if n <= 0 or n >= len(cases):
+        return list(cases)
+    by_category: dict[str, list[Case]] = {}
+    for case in cases:
+        by_category.setdefault(case.category, []).append(case)
+    order = sorted(by_category)
+    order = order[offset % len(order):] + order[:offset % len(order)]
+    chosen: list[Case] = []
+    depth = 0
+    while len(chosen) < n:
+        for category in order:
+            if depth < len(by_category[category]) and len(chosen) < n:
+                chosen.append(by_category[category][depth])
+        depth += 1
+    keep = {c.id for c in chosen}
+    return [c for c in cases if c.id in keep]

@@ -10,7 +10,7 @@ from typing import Any
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEM_BY_PREFIX, SYSTEMS
 from metrobench.errors import MetrobenchError
-from metrobench.partition import load_split, select_cases
+from metrobench.partition import load_split, sample_cases, select_cases
 from metrobench.scoring.judge import Judge
 from metrobench.scoring.scorer import CaseScore, Scorer
 from metrobench.scoring.names import check_name
@@ -47,7 +47,7 @@ class ScoredRun:
 def score_run_file(bench: Benchmark, run_path: Path | str, out: Path, *, judge: Judge | None,
                    errata: frozenset[str] = frozenset(), selection: str = "all",
                    partitions: dict[str, str] | None = None, model: str | None = None,
-                   system: str | None = None, warn: Any = None) -> ScoredRun:
+                   system: str | None = None, warn: Any = None, sample: int | None = None) -> ScoredRun:
     """Score one run file (our transcript or a reference result) into ``out``."""
     run = read_run(run_path)
     system = infer_system(run, system)
@@ -56,6 +56,8 @@ def score_run_file(bench: Benchmark, run_path: Path | str, out: Path, *, judge: 
     name = check_name("model", model or run.model)
     partitions = partitions if partitions is not None else load_split(bench, None)
     cases = select_cases(bench, system, selection, partitions)
+    if sample:
+        cases = sample_cases(cases, sample, offset=2 * SYSTEMS.index(system))
     scorer = Scorer(bench.system(system), errata=errata, judge=judge)
     scores = scorer.score([c.raw for c in cases], run.records, model=name, warn=warn)
     path = write_scores(out, name, system, scores, partitions)

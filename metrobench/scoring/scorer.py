@@ -127,7 +127,7 @@ class Scorer:
         known = {case["id"] for case in cases}
         for record in records:
             if record.case_id not in known:
-                warn(f"case {record.case_id} is not a case of {self.system.name}: not scored")
+                warn(f"case {record.case_id} is not among the {self.system.name} cases being scored: skipped")
                 continue
             if record.case_id in by_id:
                 warn(f"case {record.case_id} appears more than once: the last record is scored")

@@ -53,7 +53,8 @@ class Cases:
 
 def load_cases(table: pa.Table) -> Cases:
     low = totals_from_table(table, fill="zero")
-    high = totals_from_table(table, fill="max")
+    # judge-free scores have one composite; compute the upper bound only when needed
+    high = totals_from_table(table, fill="max") if table.column("score").null_count else low
     cols = {n: table.column(n).to_pylist() for n in ("model", "case_id", "partition", "error", "score", "judged")}
     info: dict[tuple[str, str], tuple[str, str | None]] = {}
     unjudged: dict[str, int] = {}

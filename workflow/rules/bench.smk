@@ -35,19 +35,20 @@ rule bench_model:
         "results/benchmarks/runs/{model}/{system}.tsv"
     wildcard_constraints:
         model=_alternatives(BENCH_MODELS),
-    resources:
-        gpu=1,
     conda:
         "../envs/serve.yaml"
+    resources:
+        gpu=1,
     params:
         data=data_flag(),
         config=config_flags(),
         gguf=gguf_flag,
         partition=config.get("bench", {}).get("partition", "all"),
+        sample=sample_flag(),
         work=lambda w: f"results/work/runs/{w.model}/{w.system}.jsonl",
     shell:
         "metrobench bench {params.data} {params.config} --model {wildcards.model} {params.gguf}"
-        " --system {wildcards.system} --partition {params.partition} --split {input.split}"
+        " --system {wildcards.system} --partition {params.partition} {params.sample} --split {input.split}"
         " --out {params.work} --server-log {log.server} > {log.run} 2>&1"
         " && cp {params.work} {output}"
 
@@ -67,10 +68,12 @@ rule score:
     params:
         data=data_flag(),
         judge=judge_flags(),
+        partition=config.get("bench", {}).get("partition", "all"),
+        sample=sample_flag(),
     shell:
         "metrobench score {params.data} --run {input.run} --split {input.split}"
-        " --model {wildcards.model} --system {wildcards.system} --out results/scores"
-        " {params.judge} > {log} 2>&1"
+        " --partition {params.partition} {params.sample} --model {wildcards.model}"
+        " --system {wildcards.system} --out results/scores {params.judge} > {log} 2>&1"
 
 
 rule summary:

@@ -6,7 +6,9 @@ SYSTEMS = config["systems"]
 MODELS = sorted(config.get("models", {}))
 STUDENTS = config.get("students") or {}
 TEACHERS = config.get("teachers") or []
-STUDENT_MODELS = [f"{size}-peft-s{seed}" for size, spec in STUDENTS.items() for seed in spec["seeds"]]
+STUDENT_MODELS = [
+    f"{size}-peft-s{seed}" for size, spec in STUDENTS.items() for seed in spec["seeds"]
+]
 BENCH_MODELS = MODELS + STUDENT_MODELS
 SIZES = sorted(STUDENTS)
 SEEDS = sorted({seed for spec in STUDENTS.values() for seed in spec["seeds"]})
@@ -73,6 +75,12 @@ def scores_of(models):
     )
 
 
+def sample_flag():
+    """`--sample N` when the config runs a stratified sample of cases (the CPU demo)."""
+    sample = config.get("bench", {}).get("sample")
+    return f"--sample {sample}" if sample else ""
+
+
 def judge_flags():
     """Judge and errata options of `metrobench score`, from config["scoring"]."""
     scoring = config.get("scoring", {})
@@ -109,7 +117,9 @@ TABLE_INPUTS = {
     "table8": [f"{peft_dir(*student_of(m))}/adapter" for m in STUDENT_MODELS]
     + [f"{peft_dir(*student_of(m))}/gguf_sizes.json" for m in STUDENT_MODELS],
     "table9": scores_of(members(STATS.get("bootstrap_models") or [])),
-    "table10": scores_of(members([m for pair in STATS.get("comparisons") or [] for m in pair])),
+    "table10": scores_of(
+        members([m for pair in STATS.get("comparisons") or [] for m in pair])
+    ),
     "categories": scores_of(members(STATS.get("category_models") or [])),
 }
 FIGURE_SOURCE = {

@@ -11,10 +11,10 @@ rule train:
         "logs/peft/{size}/seed{seed}/train.log",
     benchmark:
         "results/benchmarks/peft/{size}/seed{seed}/train.tsv"
-    resources:
-        gpu=1,
     conda:
         "../envs/train.yaml"
+    resources:
+        gpu=1,
     params:
         work=lambda w: f"results/work/peft/{w.size}/seed{w.seed}",
     shell:

@@ -53,7 +53,9 @@ rule errata_table:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
-        models=" ".join(f"--model {m}" for m in STATS.get("errata_models") or ["rule-agent"]),
+        models=" ".join(
+            f"--model {m}" for m in STATS.get("errata_models") or ["rule-agent"]
+        ),
     shell:
         "metrobench errata-table {params.data} --runs results/runs {params.models} --out {output}"
         " > {log} 2>&1"

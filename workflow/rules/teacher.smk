@@ -30,10 +30,10 @@ rule teacher_model:
         "results/benchmarks/teacher/{model}/{system}.tsv"
     wildcard_constraints:
         model=_alternatives([t for t in TEACHERS if t != "rule-agent"]),
-    resources:
-        gpu=1,
     conda:
         "../envs/serve.yaml"
+    resources:
+        gpu=1,
     params:
         data=data_flag(),
         config=config_flags(),

@@ -1,0 +1,98 @@
+"""The Snakemake workflow: lint, formatting, the paper plan's job counts, and a small real run."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+ENV = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def workflow_copy(tmp: Path) -> Path:
+    """The workflow's files in a fresh folder (no results, no .snakemake state)."""
+    for name in ("Snakefile", "workflow", "config", "peft", "profiles"):
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tmp / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, tmp / name)
+    return tmp
+
+
+def snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=ENV,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    table = output.split("Job stats:", 1)[1]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)
+            if m.group(1) != "total"}
+
+
+def test_lint_and_snakefmt():
+    lint = snakemake(REPO, "--lint")
+    assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
+    files = ["Snakefile", *sorted(str(p.relative_to(REPO)) for p in (REPO / "workflow" / "rules").glob("*.smk"))]
+    fmt = subprocess.run([str(BIN / "snakefmt"), "--check", *files], cwd=REPO, capture_output=True, text=True)
+    assert fmt.returncode == 0, fmt.stderr
+
+
+def test_paper_plan_for_table4(tmp_path):
+    cwd = workflow_copy(tmp_path)
+    start = time.perf_counter()
+    plan = snakemake(cwd, "-n", "results/table4.csv")
+    elapsed = time.perf_counter() - start
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert counts == {
+        "verify_data": 1, "partition": 1,
+        "teacher_model": 12, "teacher_score": 12, "trainset": 1,     # 2 teachers x 6 systems, train only
+        "train": 9, "merge": 9, "gguf": 9, "quantize": 9,            # 4 sizes x seeds 42/43, + 2B seed 44
+        "bench_model": 78, "score": 78,                              # (4 bases + 9 students) x 6 systems
+        "table": 1,
+    }
+    assert elapsed < 10, elapsed
+    assert "--partition train" in snakemake(cwd, "-n", "-p", "results/teacher/dataset.jsonl").stdout
+
+
+def test_rerunning_one_seed_reruns_its_chain_only(tmp_path):
+    cwd = workflow_copy(tmp_path)
+    for seed_dir in ("2b/seed42", "2b/seed43", "2b/seed44", "4b/seed42", "4b/seed43"):
+        path = cwd / "results" / "peft" / seed_dir
+        path.mkdir(parents=True)
+    plan = snakemake(cwd, "-n", "results/table4.csv", "--forcerun", "results/peft/4b/seed43/adapter")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert "results/peft/4b/seed43/adapter" in plan.stdout
+
+
+def test_small_real_run_builds_tables_and_figures(tmp_path, root):
+    cwd = workflow_copy(tmp_path)
+    config = yaml.safe_load((REPO / "tests" / "data" / "workflow-small.yaml").read_text())
+    config["data"]["path"] = str(root)
+    (cwd / "small.yaml").write_text(yaml.safe_dump(config))
+    done = snakemake(cwd, "--configfile", "small.yaml", "--cores", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    table2 = pd.read_csv(cwd / "results" / "table2.csv")
+    row = table2.iloc[0]
+    assert (row["model"], row["tier1"], row["composite"], row["judged"]) == (
+        "Rule-based baseline", 84.6, 67.02, False)
+    assert row["rank"] == 1 and row["normal_endings_pct"] == 100.0
+    errata = pd.read_csv(cwd / "results" / "errata.csv")
+    assert errata.loc[errata["erratum"] == "advisory-fare", "holdout_tier1"].iloc[0] == 86.32
+    for figure in ("figure2", "figure3", "figure4"):
+        assert (cwd / "results" / f"{figure}.png").stat().st_size > 1000
+    assert (cwd / "results" / "table2.md").read_text().startswith("| rank | model |")
+    again = snakemake(cwd, "--configfile", "small.yaml", "--cores", "2", "-n")
+    assert "Nothing to be done" in again.stdout + again.stderr
