@@ -9,7 +9,7 @@ DATA   ?= $(or $(METROBENCH_DATA),$(wildcard ../shared/metrollm-bench),.data/met
 
 SYSTEMS := marta doha bart taipei cta beijing
 
-.PHONY: install run test bench clean
+.PHONY: install run demo test bench clean
 
 $(BIN)/metrobench: pyproject.toml constraints/ci.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,12 +34,19 @@ run: $(BIN)/metrobench | $(DATA)
 	  $(foreach s,$(SYSTEMS),--run results/runs/rule-agent/$(s).jsonl)
 	$(BIN)/metrobench summary --scores results/scores --partition holdout
 
+# The whole study on the CPU (config/demo.yaml): runs, teacher, two SmolLM2 students,
+# tables and figures under results/.
+demo: $(BIN)/metrobench | $(DATA)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --configfile config/demo.yaml --cores 2 \
+	  --config data='{path: $(abspath $(DATA)), commit: 28f7eacbe0244cdaab0ac70afbcfff9be4dcbc70}'
+
 test: $(BIN)/metrobench | $(DATA)
 	METROBENCH_DATA=$(abspath $(DATA)) $(BIN)/python -m pytest -q
 
 bench: $(BIN)/metrobench | $(DATA)
 	METROBENCH_DATA=$(abspath $(DATA)) $(BIN)/python benchmarks/tools_throughput.py
 	METROBENCH_DATA=$(abspath $(DATA)) $(BIN)/python benchmarks/baseline_e2e.py
+	METROBENCH_DATA=$(abspath $(DATA)) $(BIN)/python benchmarks/stats.py
 
 clean:
 	rm -rf $(VENV) results .pytest_cache

@@ -13,6 +13,7 @@ rule train:
         "results/benchmarks/peft/{size}/seed{seed}/train.tsv"
     conda:
         "../envs/train.yaml"
+    threads: workflow.cores
     resources:
         gpu=1,
     params:
