@@ -200,3 +200,22 @@ def test_smollm2_lora_steps_lower_the_loss(cache, rule_runs, tmp_path):
     metrics = train(recipe, dataset, tmp_path / "adapter", seed=42)
     assert metrics["steps"] == 6
     assert metrics["final_train_loss"] < 0.8 * metrics["first_train_loss"]
+
+
+def test_checkpoints_of_another_recipe_are_not_resumed(tmp_path):
+    from metrobench.training.recipe import Recipe
+    from metrobench.training.train import _last_checkpoint, _prepare_work
+
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text("{}\n")
+    work = tmp_path / "work"
+    recipe = Recipe(size="x", base="tiny-qwen3", max_steps=2)
+    _prepare_work(work, recipe, dataset, 42)
+    (work / "checkpoint-1").mkdir()
+    _prepare_work(work, recipe, dataset, 42)
+    assert _last_checkpoint(work).endswith("checkpoint-1")  # same recipe, seed, data: resume
+    _prepare_work(work, recipe.model_copy(update={"learning_rate": 1e-3}), dataset, 42)
+    assert _last_checkpoint(work) is None
+    (work / "checkpoint-1").mkdir()
+    _prepare_work(work, recipe, dataset, 43)
+    assert _last_checkpoint(work) is None

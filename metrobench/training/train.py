@@ -77,6 +77,19 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _prepare_work(work: Path, recipe: Recipe, dataset: Path, seed: int) -> None:
+    """Keep checkpoints only if they belong to this recipe, seed and training set."""
+    import hashlib
+
+    stamp = json.dumps({"recipe": recipe.model_dump(), "seed": seed,
+                        "dataset": hashlib.sha256(Path(dataset).read_bytes()).hexdigest()}, sort_keys=True)
+    marker = work / "fingerprint.json"
+    if work.exists() and (not marker.is_file() or marker.read_text() != stamp):
+        shutil.rmtree(work)  # another recipe's checkpoints: start afresh
+    work.mkdir(parents=True, exist_ok=True)
+    marker.write_text(stamp)
+
+
 def _last_checkpoint(work: Path) -> str | None:
     checkpoints = sorted(work.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
     return str(checkpoints[-1]) if checkpoints else None
@@ -94,6 +107,7 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
     start = time.perf_counter()
     out, work = Path(out), Path(work) if work else Path(out).with_name(Path(out).name + ".work")
     rows = load_examples(dataset)
+    _prepare_work(work, recipe, dataset, seed)
     base_dir = resolve_base(recipe.base)
     tokenizer = tokenizer_for(base_dir)
     cuda = torch.cuda.is_available()
