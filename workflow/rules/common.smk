@@ -23,7 +23,7 @@ wildcard_constraints:
     system=_alternatives(SYSTEMS),
     model=r"[A-Za-z0-9][A-Za-z0-9._+-]*",
     size=_alternatives(SIZES),
-    seed=r"\d+",
+    seed=_alternatives([str(s) for s in SEEDS]),
 
 
 def data_root():
