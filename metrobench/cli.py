@@ -290,8 +290,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     metrics = train(load_recipe(args.recipe), Path(args.dataset), Path(args.out), seed=args.seed,
                     work=Path(args.work) if args.work else None)
-    print(f"adapter in {args.out}: {metrics['steps']} steps, train loss {metrics['first_train_loss']:.4f} -> "
-          f"{metrics['final_train_loss']:.4f}, validation loss {metrics['val_loss']:.4f}, {metrics['wall_s']} s")
+    def fmt(value) -> str:
+        return "n/a" if value is None else f"{value:.4f}"
+
+    print(f"adapter in {args.out}: {metrics['steps']} steps, train loss {fmt(metrics['first_train_loss'])} -> "
+          f"{fmt(metrics['final_train_loss'])}, validation loss {fmt(metrics['val_loss'])} "
+          f"({metrics['val_examples']} examples), {metrics['wall_s']} s")
     return 0
 
 
