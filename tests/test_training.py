@@ -21,7 +21,6 @@ from metrobench.training.trainset import (
     check_no_holdout,
     composition,
 )
-from metrobench.transcript import write_transcript
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -19,7 +19,6 @@ exponential backoff (``retry-after`` honoured); what still fails raises
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import time
@@ -263,6 +262,3 @@ def _retry_after(exc: Any) -> float | None:
     except (AttributeError, ValueError):
         return None
 
-
-def dumps_arguments(arguments: Any) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)

@@ -46,13 +46,6 @@ def _interval(stats: np.ndarray, estimate: float, n: int) -> Interval:
                     float(ordered[percentile_index(len(ordered), 97.5)]), n)
 
 
-def resampled_means(values: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Means of ``n_resamples`` resamples (with replacement) of ``values``."""
-    k = len(values)
-    index = rng.integers(0, k, size=(n_resamples, k))
-    return values[index].mean(axis=1)
-
-
 @lru_cache(maxsize=32)
 def _indices(sizes: tuple[int, ...], n_resamples: int, seed: int) -> tuple[np.ndarray, ...]:
     """The resampling index matrices of one seed: the same for every model with these sizes.
