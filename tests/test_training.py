@@ -46,6 +46,8 @@ def rule_runs(tmp_path_factory, root):
     for system in SYSTEMS:
         args += ["--run", str(base / "runs" / "rule-agent" / f"{system}.jsonl")]
     assert main(args) == 0
+    assert main(["trainset", "--data", str(root), "--scores", str(base / "scores"), "--runs", str(base / "runs"),
+                 "--teachers", "rule-agent", "--out", str(base / "teacher" / "dataset.jsonl")]) == 0
     return base
 
 
@@ -56,11 +58,12 @@ def test_import_peft_is_the_hugging_face_library():
     assert "site-packages" in done.stdout and not (REPO / "peft" / "__init__.py").exists()
 
 
-def test_trainset_keeps_good_train_traces_only(rule_runs, root, bench, capsys):
-    out = rule_runs / "teacher" / "dataset.jsonl"
+def test_trainset_keeps_good_train_traces_only(rule_runs, root, bench, capsys, tmp_path):
+    out = tmp_path / "dataset.jsonl"
     assert main(["trainset", "--data", str(root), "--scores", str(rule_runs / "scores"),
                  "--runs", str(rule_runs / "runs"), "--teachers", "rule-agent", "--out", str(out)]) == 0
     assert "322 examples of 717 train cases" in capsys.readouterr().out
+    assert out.read_bytes() == (rule_runs / "teacher" / "dataset.jsonl").read_bytes()  # deterministic
     split = load_split(bench)
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert all(split[x["meta"]["case_id"]] == "train" and x["meta"]["tier1_pct"] >= 90 for x in lines)
