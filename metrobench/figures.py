@@ -30,10 +30,13 @@ def figure2(leaderboard: pd.DataFrame, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(frame) + 1.2))
     y = range(len(frame))
     ax.barh([i + 0.2 for i in y], frame["tier1"], height=0.4, label="Tier 1", color="#4c72b0")
-    ax.barh([i - 0.2 for i in y], frame["composite"], height=0.4, label="Composite", color="#dd8452")
+    judged = bool(frame["judged"].all()) if "judged" in frame else True
+    ax.barh([i - 0.2 for i in y], frame["composite"], height=0.4, color="#dd8452",
+            label="Composite" if judged else "Composite (no judge: lower bound)")
     ax.set_yticks(list(y), frame["model"])
     ax.set_xlabel("held-out score (mean of six system means)")
-    ax.set_xlim(min(50, float(frame[["tier1", "composite"]].min().min()) - 5), 100)
+    lowest = float(frame[["tier1", "composite"]].min().min())
+    ax.set_xlim(0 if lowest < 55 else lowest - 5, 100)  # a cut axis only where all bars are long
     ax.legend(loc="lower right")
     _save(fig, path)
     plt.close(fig)
