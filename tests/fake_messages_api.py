@@ -10,69 +10,38 @@ queue of statuses to answer before replying normally.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from fake_http import FakeJSONServer
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 429: "rate_limit_error",
                500: "api_error", 529: "overloaded_error"}
 
 
-class FakeMessagesAPI:
+class FakeMessagesAPI(FakeJSONServer):
     def __init__(self, reply: Callable[[str], str]) -> None:
+        super().__init__()
         self.reply = reply
         self.failures: list[int] = []
-        self.requests: list[dict] = []
-        self._lock = threading.Lock()
-        api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length))
-                with api._lock:
-                    api.requests.append({"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
-                    status = api.failures.pop(0) if api.failures else 200
-                if self.path != "/v1/messages":
-                    status = 404
-                if status != 200:
-                    payload = {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"),
-                                                          "message": f"fake status {status}"}}
-                    self._send(status, payload, {"retry-after": "0"} if status == 429 else {})
-                    return
-                prompt = body["messages"][0]["content"]
-                if isinstance(prompt, list):
-                    prompt = "".join(part.get("text", "") for part in prompt)
-                text = api.reply(prompt)
-                self._send(200, {
-                    "id": f"msg_fake{len(api.requests):04d}", "type": "message", "role": "assistant",
-                    "model": body["model"], "content": [{"type": "text", "text": text}],
-                    "stop_reason": "end_turn", "stop_sequence": None,
-                    "usage": {"input_tokens": len(prompt) // 4, "output_tokens": len(text) // 4},
-                }, {"request-id": "req_fake"})
-
-            def _send(self, status: int, payload: dict, headers: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "FakeMessagesAPI":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, request: dict) -> tuple[int, dict, dict[str, str]]:
+        with self.lock:
+            status = self.failures.pop(0) if self.failures else 200
+            count = len(self.requests)
+        if request["path"] != "/v1/messages":
+            status = 404
+        if status != 200:
+            payload = {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"),
+                                                  "message": f"fake status {status}"}}
+            return status, payload, {"retry-after": "0"} if status == 429 else {}
+        body = request["body"]
+        prompt = body["messages"][0]["content"]
+        if isinstance(prompt, list):
+            prompt = "".join(part.get("text", "") for part in prompt)
+        text = self.reply(prompt)
+        return 200, {
+            "id": f"msg_fake{count:04d}", "type": "message", "role": "assistant",
+            "model": body["model"], "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": len(prompt) // 4, "output_tokens": len(text) // 4},
+        }, {"request-id": "req_fake"}

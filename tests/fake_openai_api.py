@@ -10,11 +10,10 @@ payload; helpers build chat and Responses payloads.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+
+from fake_http import FakeJSONServer
 
 
 def chat_payload(content: str | None = "", tool_calls: list[dict] | None = None, *,
@@ -41,47 +40,13 @@ def tool_call(name: str, arguments: Any, call_id: str = "call_1") -> dict:
                          else json.dumps(arguments)}}
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeJSONServer):
     def __init__(self, script: Callable[[dict], Any]) -> None:
+        super().__init__()
         self.script = script
-        self.requests: list[dict] = []
-        self._lock = threading.Lock()
-        api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                parts = urlsplit(self.path)
-                request = {"path": parts.path, "query": parse_qs(parts.query),
-                           "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
-                with api._lock:
-                    api.requests.append(request)
-                answer = api.script(request)
-                status, payload, headers = 200, answer, {}
-                if isinstance(answer, tuple):
-                    status, payload = answer[0], answer[1]
-                    headers = answer[2] if len(answer) > 2 else {}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> "FakeOpenAI":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, request: dict) -> tuple[int, Any, dict[str, str]]:
+        answer = self.script(request)
+        if isinstance(answer, tuple):
+            return answer[0], answer[1], (answer[2] if len(answer) > 2 else {})
+        return 200, answer, {}
