@@ -118,12 +118,17 @@ class CaseView:
         return erratum in self.errata
 
 
+def _advisory_only_as_expected(view: CaseView) -> bool:
+    """The GT expects advisory_only and the answer gave it."""
+    return (view.gt.get("expected_outcome") == "advisory_only"
+            and (view.response or {}).get("outcome") == "advisory_only")
+
+
 def _no_service_omission(view: CaseView, key: str, maximum: float, what: str) -> Score:
     if not view.ui.get(key):
         return maximum, f"Correctly omitted {what} (no service)"
     if (key == "route" and view.has(E.WEATHER_SUSPENSION) and view.full_suspension
-            and view.gt.get("expected_outcome") == "advisory_only"
-            and (view.response or {}).get("outcome") == "advisory_only"):
+            and _advisory_only_as_expected(view)):
         return maximum, "Route present because advisory_only requires one (erratum weather-suspension)"
     return 0, f"Should not include {what} during full suspension"
 
@@ -149,11 +154,9 @@ def route_correct(view: CaseView) -> Score:
 
     score, problems = 0.0, []
     gt_transfers = gt_route.get("transfers", 0)
-    transfers = route.get("transfers")
-    if transfers is not None and not isinstance(transfers, (int, float)):
-        transfers = as_number(transfers)
-        if transfers is None:
-            problems.append("transfers not a number")
+    transfers = as_number(route.get("transfers"))
+    if route.get("transfers") is not None and transfers is None:
+        problems.append("transfers not a number")
     if transfers is not None and transfers == gt_transfers:
         score += 5
     elif transfers is not None and abs(transfers - gt_transfers) <= 1:
@@ -164,9 +167,7 @@ def route_correct(view: CaseView) -> Score:
 
     tolerance = view.tolerances.get("distance_miles", 2.0)
     gt_distance = gt_route.get("distance_miles", 0)
-    distance = route.get("distance_miles") or route.get("distance_km")
-    if distance is not None and not isinstance(distance, (int, float)):
-        distance = as_number(distance)
+    distance = as_number(route.get("distance_miles") or route.get("distance_km"))
     if distance is not None and abs(distance - gt_distance) <= tolerance:
         score += 5
     elif distance is not None:
@@ -191,9 +192,7 @@ def route_correct(view: CaseView) -> Score:
 
 
 def _advisory_fare_waived(view: CaseView) -> bool:
-    return (view.has(E.ADVISORY_FARE) and view.gt.get("expected_outcome") == "advisory_only"
-            and (view.response or {}).get("outcome") == "advisory_only"
-            and not view.ui.get("fare_quote"))
+    return view.has(E.ADVISORY_FARE) and _advisory_only_as_expected(view) and not view.ui.get("fare_quote")
 
 
 def fare_correct(view: CaseView) -> Score:
@@ -417,8 +416,7 @@ def fare_breakdown_correct(view: CaseView) -> Score:
         for item in items:
             if not isinstance(item, dict):
                 continue
-            unit = item.get("unit_fare", -999)
-            unit = unit if isinstance(unit, (int, float)) else as_number(unit)
+            unit = as_number(item.get("unit_fare", -999))
             if (as_text(item.get("rider_type", "")).lower() == want.get("rider_type", "").lower()
                     and item.get("count") == want.get("count")
                     and unit is not None
@@ -456,10 +454,8 @@ def passenger_summary_correct(view: CaseView) -> Score:
     correct = counted = 0
     for key in PAX_KEYS:
         want = expected.get(key, 0)
-        got = summary.get(key, 0)
-        if not isinstance(got, (int, float)):
-            got = as_number(got)
-            got = 0 if got is None else got
+        got = as_number(summary.get(key, 0))
+        got = 0 if got is None else got
         if want > 0 or got > 0:
             counted += 1
             if got == want:
