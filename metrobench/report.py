@@ -12,7 +12,7 @@ from metrobench import tables as T
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
 from metrobench.scoring.errata import ERRATA
-from metrobench.scoring.metrics import Component, case_totals, headline
+from metrobench.scoring.metrics import headline
 from metrobench.scoring.scorer import Scorer
 from metrobench.partition import load_split
 from metrobench.transcript import read_run
@@ -90,8 +90,7 @@ def errata_table(bench: Benchmark, runs: Path, models: list[str]) -> pd.DataFram
             for system in SYSTEMS:
                 scored = Scorer(bench.system(system), errata=errata).score(
                     [c.raw for c in bench.cases(system)], records[(model, system)], warn=lambda _: None)
-                totals[system] = [case_totals(s.case_id, system, [Component(c.component, c.tier, c.score, c.max)
-                                                                  for c in s.components]) for s in scored]
+                totals[system] = [s.totals(system) for s in scored]
             held = headline({s: [c for c in v if split.get(c.case_id) == "holdout"] for s, v in totals.items()})
             full = headline(totals)
             rows.append({"erratum": name, "model": model, "holdout_tier1": round(held.tier1, 2),

@@ -7,7 +7,6 @@ from typing import Any
 
 from metrobench.data import Benchmark
 from metrobench.data.root import SYSTEM_BY_PREFIX
-from metrobench.scoring.metrics import Component, case_totals
 from metrobench.scoring.scorer import CaseScore, Scorer
 from metrobench.transcript import CaseRecord
 
@@ -63,8 +62,7 @@ def by_name(result: CaseScore) -> dict[str, tuple[float | None, float]]:
 
 
 def totals(result: CaseScore, fill: str = "zero"):
-    return case_totals(result.case_id, "", [Component(c.component, c.tier, c.score, c.max)
-                                            for c in result.components], fill=fill)
+    return result.totals(fill=fill)
 
 
 PLAN_CALLS = [call("route_planner"), call("fare_calculator"), accepted_submit()]

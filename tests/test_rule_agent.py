@@ -11,7 +11,7 @@ import pytest
 from metrobench.cli import main
 from metrobench.data import SYSTEMS
 from metrobench.rule_agent import run_cases
-from metrobench.scoring.metrics import Component, case_totals, headline
+from metrobench.scoring.metrics import headline
 from metrobench.partition import load_split
 from metrobench.scoring.scorer import Scorer
 
@@ -25,8 +25,7 @@ def baseline(bench):
         cases = bench.cases(system)
         records[system] = list(run_cases(bench.system(system), cases))
         scores = Scorer(bench.system(system)).score([c.raw for c in cases], records[system])
-        totals[system] = [case_totals(s.case_id, system, [Component(c.component, c.tier, c.score, c.max)
-                                                          for c in s.components]) for s in scores]
+        totals[system] = [s.totals(system) for s in scores]
     return records, totals
 
 

@@ -11,7 +11,6 @@ from metrobench.cli import main
 from metrobench.errors import MetrobenchError
 from metrobench.runner.config import ModelConfig
 from metrobench.runner.run import run_model
-from metrobench.scoring.metrics import Component, case_totals
 from metrobench.scoring.scorer import Scorer
 from metrobench.transcript import read_run
 
@@ -77,8 +76,7 @@ def score_records(bench, path):
     records = read_run(path).records
     cases = [bench.case(r.case_id).raw for r in records]
     scores = Scorer(bench.system("marta")).score(cases, records)
-    return {s.case_id: case_totals(s.case_id, "marta", [Component(c.component, c.tier, c.score, c.max)
-                                                        for c in s.components]) for s in scores}
+    return {s.case_id: s.totals("marta") for s in scores}
 
 
 def test_a_full_case_with_a_rejected_then_accepted_submission(bench, tmp_path):

@@ -18,6 +18,7 @@ from metrobench.data.loader import SystemData, read_yaml
 from metrobench.scoring.coerce import response_of, tool_calls_of
 from metrobench.scoring.components import DETERMINISTIC, CaseView
 from metrobench.scoring.judge import Judge
+from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.scoring.rubrics import JUDGED, JudgeTask, judge_task, system_facts
 from metrobench.transcript import CaseRecord
 
@@ -65,6 +66,11 @@ class CaseScore:
     category: str
     components: list[ComponentScore] = field(default_factory=list)
     error: str | None = None
+
+    def totals(self, system: str = "", fill: str = "zero") -> CaseTotals:
+        """The reference's per-case totals (unjudged components counted per ``fill``)."""
+        return case_totals(self.case_id, system, [Component(c.component, c.tier, c.score, c.max)
+                                                  for c in self.components], fill=fill)
 
 
 def applicable(case: dict[str, Any]) -> list[tuple[str, float]]:
