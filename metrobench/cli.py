@@ -19,6 +19,17 @@ def _add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", metavar="ROOT", help="benchmark root (default: $METROBENCH_DATA)")
 
 
+SPLIT_HELP = "split file (default: the benchmark's committed split)"
+
+
+def _add_selection(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    """--partition (all, train or holdout cases) and --split, as every case-selecting stage takes them."""
+    from metrobench.partition import SELECTIONS
+
+    p.add_argument("--partition", default="all", choices=SELECTIONS, help=help)
+    p.add_argument("--split", help=SPLIT_HELP)
+
+
 def _systems() -> tuple[str, ...]:
     from metrobench.data.root import SYSTEMS
 
@@ -221,7 +232,7 @@ def _run_selection(args: argparse.Namespace, bench):
 
     cases = select_cases(bench, args.system, args.partition, load_split(bench, args.split))
     if args.sample:
-        cases = sample_cases(cases, args.sample, offset=2 * _systems().index(args.system))
+        cases = sample_cases(cases, args.sample, args.system)
     if args.cases:
         wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
         unknown = sorted(set(wanted) - {c.id for c in cases})
@@ -345,7 +356,7 @@ def cmd_stats_bootstrap(args: argparse.Namespace) -> int:
 
     cases = load_cases(read_scores(Path(args.scores)))
     config = {"stats": {"n_resamples": args.n_resamples, "seed": args.seed}}
-    frame = table9(cases, config, "full" if args.partition == "full" else args.partition)
+    frame = table9(cases, config, args.partition)
     write_table(frame, Path(args.out))
     print(frame.to_string(index=False))
     return 0
@@ -379,8 +390,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
     p.add_argument("--max-rounds", type=int, help="model calls per case, all turns together (default 20)")
     p.add_argument("--timeout", type=float, help="seconds per request (default 240)")
-    p.add_argument("--partition", default="all", choices=("all", "train", "holdout"))
-    p.add_argument("--split", help="split file (default: the benchmark's committed split)")
+    _add_selection(p)
     p.add_argument("--cases", help="comma-separated case ids")
     p.add_argument("--limit", type=int, help="only the first N cases")
     p.add_argument("--sample", type=int, help="N cases spread over the categories (the CPU demo)")
@@ -427,8 +437,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rule-agent", help="run the scripted baseline, one transcript per system")
     _add_data(p)
     p.add_argument("--system", required=True, choices=_systems())
-    p.add_argument("--partition", default="all", choices=("all", "train", "holdout"))
-    p.add_argument("--split", help="split file (default: the benchmark's committed split)")
+    _add_selection(p)
     p.add_argument("--model", default="rule-agent", help="model name recorded in the transcript")
     p.add_argument("--out", required=True, help="transcript to write (JSONL)")
     p.set_defaults(func=cmd_rule_agent)
@@ -445,9 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--judge-cache", help="judgment cache (default: DIR.judge-cache.jsonl)")
     p.add_argument("--judge-concurrency", type=int, default=4)
     p.add_argument("--errata", default="", help="comma-separated errata to apply (default: none)")
-    p.add_argument("--partition", default="all", choices=("all", "train", "holdout"),
-                   help="the cases the run should contain (absent ones score as failures)")
-    p.add_argument("--split", help="split file (default: the benchmark's committed split)")
+    _add_selection(p, "the cases the run should contain (absent ones score as failures)")
     p.add_argument("--sample", type=int, help="the run holds only this stratified sample (see run --sample)")
     p.add_argument("--model", help="model name (default: the run's)")
     p.add_argument("--system", help="system (default: the run's)")
@@ -474,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<teacher>/<system>.jsonl")
     p.add_argument("--teachers", required=True, help="comma-separated teacher models, in order of preference")
     p.add_argument("--min-tier1", type=float, default=90.0)
-    p.add_argument("--split", help="split file (default: the benchmark's committed split)")
+    p.add_argument("--split", help=SPLIT_HELP)
     p.add_argument("--out", required=True, help="training set (JSONL)")
     p.add_argument("--composition", help="composition table (default: composition.csv beside --out)")
     p.set_defaults(func=cmd_trainset)

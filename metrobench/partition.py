@@ -223,15 +223,17 @@ def select_cases(bench: Benchmark, system: str, selection: str,
     return cases if selection == "all" else [c for c in cases if partitions.get(c.id) == selection]
 
 
-def sample_cases(cases: list[Case], n: int, *, offset: int = 0) -> list[Case]:
-    """``n`` cases spread over the categories: round-robin, first case of each category first.
+def sample_cases(cases: list[Case], n: int, system: str) -> list[Case]:
+    """``n`` cases of ``system`` spread over the categories: round-robin, first case of each first.
 
-    ``offset`` rotates the category order (one value per system), so a small
-    sample of several systems together covers every category. Case-file order
+    The category order is rotated by two places per system (in SYSTEMS order),
+    so a small sample of the six systems together covers the categories; every
+    stage that samples (runs and scoring) gets the same cases. Case-file order
     is kept in the result.
     """
     if n <= 0 or n >= len(cases):
         return list(cases)
+    offset = 2 * SYSTEMS.index(system)
     by_category: dict[str, list[Case]] = {}
     for case in cases:
         by_category.setdefault(case.category, []).append(case)

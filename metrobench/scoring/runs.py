@@ -57,7 +57,7 @@ def score_run_file(bench: Benchmark, run_path: Path | str, out: Path, *, judge: 
     partitions = partitions if partitions is not None else load_split(bench, None)
     cases = select_cases(bench, system, selection, partitions)
     if sample:
-        cases = sample_cases(cases, sample, offset=2 * SYSTEMS.index(system))
+        cases = sample_cases(cases, sample, system)
     scorer = Scorer(bench.system(system), errata=errata, judge=judge)
     scores = scorer.score([c.raw for c in cases], run.records, model=name, warn=warn)
     path = write_scores(out, name, system, scores, partitions)
