@@ -22,7 +22,7 @@ from metrobench.data import SYSTEMS, Benchmark
 from metrobench.partition import load_split
 from metrobench.scoring.scorer import CaseScore, ComponentScore, applicable
 from metrobench.scoring.store import read_scores, write_scores
-from metrobench.stats.cases import load_cases
+from metrobench.stats.cases import load_case_scores
 from metrobench.tables import category_matrix, table9, table10
 
 
@@ -53,7 +53,7 @@ def main() -> None:
         start = time.perf_counter()
         table = read_scores(Path(tmp))
         read = time.perf_counter()
-        cases = load_cases(table)
+        cases = load_case_scores(table)
         loaded = time.perf_counter()
         t9 = [table9(cases, config, p) for p in ("full", "holdout")]
         booted = time.perf_counter()

@@ -351,10 +351,10 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 def cmd_stats_bootstrap(args: argparse.Namespace) -> int:
     from metrobench.scoring.store import read_scores
-    from metrobench.stats.cases import load_cases
+    from metrobench.stats.cases import load_case_scores
     from metrobench.tables import table9, write_table
 
-    cases = load_cases(read_scores(Path(args.scores)))
+    cases = load_case_scores(read_scores(Path(args.scores)))
     config = {"stats": {"n_resamples": args.n_resamples, "seed": args.seed}}
     frame = table9(cases, config, args.partition)
     write_table(frame, Path(args.out))

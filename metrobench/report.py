@@ -22,9 +22,9 @@ def build_tables(scores: Path, config: dict[str, Any], out: Path,
                  only: list[str] | None = None) -> tuple[list[Path], list[str]]:
     """Build every table/figure; returns (files written, skip messages)."""
     from metrobench.scoring.store import read_scores
-    from metrobench.stats.cases import load_cases
+    from metrobench.stats.cases import load_case_scores
 
-    cases = load_cases(read_scores(scores))
+    cases = load_case_scores(read_scores(scores))
     results = out
     written: list[Path] = []
     skipped: list[str] = []

@@ -20,7 +20,7 @@ from metrobench.stats.bootstrap import (
     seed_spread,
     two_sided_p,
 )
-from metrobench.stats.cases import load_cases
+from metrobench.stats.cases import load_case_scores
 from metrobench.tables import category_matrix, table9
 
 
@@ -76,7 +76,7 @@ def baseline_cases(tmp_path_factory, root):
     for system in SYSTEMS:
         args += ["--run", str(base / "runs" / f"{system}.jsonl")]
     assert main(args) == 0
-    return load_cases(read_scores(base / "scores"))
+    return load_case_scores(read_scores(base / "scores"))
 
 
 def test_rule_baseline_interval_and_category_profile(baseline_cases):

@@ -30,6 +30,7 @@ class Cases:
     composite_high: np.ndarray  # pct, unjudged counted at their maximum
     ended: np.ndarray          # the run ended without an error (termination rule)
     totals: dict[str, dict[str, list[CaseTotals]]] = field(repr=False, default_factory=dict)
+    totals_high: dict[str, dict[str, list[CaseTotals]]] = field(repr=False, default_factory=dict)
     unjudged: dict[str, int] = field(default_factory=dict)
 
     def models(self) -> list[str]:
@@ -51,11 +52,11 @@ class Cases:
                          for s, cases in source.get(model, {}).items()})
 
 
-def load_cases(table: pa.Table) -> Cases:
+def load_case_scores(table: pa.Table) -> Cases:
     low = totals_from_table(table, fill="zero")
     # judge-free scores have one composite; compute the upper bound only when needed
     high = totals_from_table(table, fill="max") if table.column("score").null_count else low
-    cols = {n: table.column(n).to_pylist() for n in ("model", "case_id", "partition", "error", "score", "judged")}
+    cols = {n: table.column(n).to_pylist() for n in ("model", "case_id", "partition", "error", "score")}
     info: dict[tuple[str, str], tuple[str, str | None]] = {}
     unjudged: dict[str, int] = {}
     for model, case_id, partition, error, score in zip(cols["model"], cols["case_id"], cols["partition"],
@@ -74,6 +75,5 @@ def load_cases(table: pa.Table) -> Cases:
     columns = list(zip(*rows)) if rows else [[]] * 9
     out = Cases(*(np.array(col) for col in columns[:5]),
                 *(np.array(col, dtype=float) for col in columns[5:8]),
-                np.array(columns[8], dtype=bool), totals=low, unjudged=unjudged)
-    out.totals_high = high
+                np.array(columns[8], dtype=bool), totals=low, totals_high=high, unjudged=unjudged)
     return out
