@@ -30,9 +30,7 @@ def build_tables(scores: Path, config: dict[str, Any], out: Path,
     skipped: list[str] = []
     frames: dict[str, pd.DataFrame] = {}
 
-    def want(name: str) -> bool:
-        return not only or name in only
-
+    baseline = (config.get("stats") or {}).get("baseline", "rule-agent")
     builders = {
         "table2": lambda: T.table2(cases, config),
         "table3": lambda: T.table3(cases, config),
@@ -43,33 +41,33 @@ def build_tables(scores: Path, config: dict[str, Any], out: Path,
         "table10": lambda: T.table10(cases, config),
         "categories": lambda: T.category_matrix(cases, config, "holdout"),
     }
+    drawings = {
+        "figure2": ("table2", lambda p: figures.figure2(frames["table2"], p)),
+        "figure3": ("categories", lambda p: figures.figure3(frames["categories"], p)),
+        "figure4": ("categories", lambda p: figures.figure4(frames["categories"], baseline, p)),
+        "figure5": ("table4", lambda p: figures.figure5(frames["table4"], p)),
+    }
+    tables_wanted = [n for n in builders if not only or n in only]
+    figures_wanted = [n for n in drawings if not only or n in only]
+    needed = set(tables_wanted) | {drawings[n][0] for n in figures_wanted}
     for name, build in builders.items():
-        if not want(name) and not (name in ("table2", "table4", "categories") and only):
+        if name not in needed:
             continue
         try:
             frames[name] = build()
         except T.Skip as exc:
             skipped.append(str(exc))
             continue
-        if want(name):
+        if name in tables_wanted:
             path = out / f"{name}.csv"
             T.write_table(frames[name], path)
             written.append(path)
-    drawings = {
-        "figure2": ("table2", lambda p: figures.figure2(frames["table2"], p)),
-        "figure3": ("categories", lambda p: figures.figure3(frames["categories"], p)),
-        "figure4": ("categories", lambda p: figures.figure4(
-            frames["categories"], (config.get("stats") or {}).get("baseline", "rule-agent"), p)),
-        "figure5": ("table4", lambda p: figures.figure5(frames["table4"], p)),
-    }
-    for name, (source, draw) in drawings.items():
-        if not want(name):
-            continue
+    for name in figures_wanted:
+        source, draw = drawings[name]
         if source not in frames:
             skipped.append(f"{name}: needs {source}")
             continue
-        if name == "figure4" and (config.get("stats") or {}).get("baseline", "rule-agent") \
-                not in set(frames["categories"]["model"]):
+        if name == "figure4" and baseline not in set(frames["categories"]["model"]):
             skipped.append(f"{name}: no scores for the baseline")
             continue
         path = out / f"{name}.png"

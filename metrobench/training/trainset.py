@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from metrobench.data.loader import Benchmark
-from metrobench.data.root import SYSTEMS
+from metrobench.data.root import CASE_PREFIX, SYSTEMS
 from metrobench.errors import MetrobenchError
 from metrobench.prompts import TOOLS, system_prompt, user_message
 from metrobench.transcript import CaseRecord, read_run
@@ -126,7 +126,7 @@ def build_trainset(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, 
 def composition(examples: list[Example], partitions: dict[str, str], teachers: list[str],
                 systems: tuple[str, ...] = SYSTEMS) -> list[dict[str, Any]]:
     """Table 7: per category kept / train-partition cases / coverage, counts per teacher, mean Tier 1."""
-    prefixes = {bench_prefix for bench_prefix in _prefixes(systems)}
+    prefixes = {CASE_PREFIX[s] for s in systems}
     train = Counter(cid.split("-")[1] for cid, p in partitions.items()
                     if p == "train" and cid.split("-")[0] in prefixes)
     kept: dict[str, list[Example]] = defaultdict(list)
@@ -143,12 +143,6 @@ def composition(examples: list[Example], partitions: dict[str, str], teachers: l
             row[f"from_{teacher}"] = sum(1 for e in group if e.teacher == teacher)
         rows.append(row)
     return rows
-
-
-def _prefixes(systems: tuple[str, ...]) -> list[str]:
-    from metrobench.data.root import CASE_PREFIX
-
-    return [CASE_PREFIX[s] for s in systems]
 
 
 def write_trainset(examples: list[Example], out: Path, rows: list[dict[str, Any]], table: Path) -> None:
