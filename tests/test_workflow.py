@@ -66,16 +66,6 @@ def test_paper_plan_for_table4(tmp_path):
     assert "--partition train" in snakemake(cwd, "-n", "-p", "results/teacher/dataset.jsonl").stdout
 
 
-def test_rerunning_one_seed_reruns_its_chain_only(tmp_path):
-    cwd = workflow_copy(tmp_path)
-    for seed_dir in ("2b/seed42", "2b/seed43", "2b/seed44", "4b/seed42", "4b/seed43"):
-        path = cwd / "results" / "peft" / seed_dir
-        path.mkdir(parents=True)
-    plan = snakemake(cwd, "-n", "results/table4.csv", "--forcerun", "results/peft/4b/seed43/adapter")
-    assert plan.returncode == 0, plan.stderr[-2000:]
-    assert "results/peft/4b/seed43/adapter" in plan.stdout
-
-
 def test_small_real_run_builds_tables_and_figures(tmp_path, root):
     cwd = workflow_copy(tmp_path)
     config = yaml.safe_load((REPO / "tests" / "data" / "workflow-small.yaml").read_text())
@@ -95,3 +85,9 @@ def test_small_real_run_builds_tables_and_figures(tmp_path, root):
     assert (cwd / "results" / "table2.md").read_text().startswith("| rank | model |")
     again = snakemake(cwd, "--configfile", "small.yaml", "--cores", "2", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+    # Forcing one run reruns its chain (its score, and what reads the scores), nothing else:
+    # the same mechanism as --forcerun results/peft/4b/seed43/adapter on the paper config.
+    forced = snakemake(cwd, "--configfile", "small.yaml", "-n", "--forcerun", "results/runs/rule-agent/marta.jsonl")
+    counts = job_counts(forced.stdout)
+    assert counts["rule_agent"] == 1 and counts["score"] == 1 and counts["errata_table"] == 1
+    assert "partition" not in counts and "verify_data" not in counts
