@@ -23,16 +23,18 @@ install: $(BIN)/metrobench
 	$(BIN)/metrobench fetch-data --dest $@
 
 # Verify the data, partition it, run the rule baseline on all 955 cases, score it
-# (judge off) and print its held-out headline: the paper's 84.60 Tier 1.
+# (judge off) and print its held-out headline: the paper's 84.60 Tier 1. Runs and scores
+# go to results/quickstart/, apart from the workflow's results/runs and results/scores
+# (the demo scores a sample of cases; sharing the folder would mix the two).
 run: $(BIN)/metrobench | $(DATA)
 	$(BIN)/metrobench verify-data --data $(DATA)
 	$(BIN)/metrobench partition --data $(DATA) --out results/partition.json
 	for s in $(SYSTEMS); do \
 	  $(BIN)/metrobench rule-agent --data $(DATA) --system $$s --split results/partition.json \
-	    --out results/runs/rule-agent/$$s.jsonl || exit 1; done
-	$(BIN)/metrobench score --data $(DATA) --split results/partition.json --out results/scores \
-	  $(foreach s,$(SYSTEMS),--run results/runs/rule-agent/$(s).jsonl)
-	$(BIN)/metrobench summary --scores results/scores --partition holdout
+	    --out results/quickstart/runs/rule-agent/$$s.jsonl || exit 1; done
+	$(BIN)/metrobench score --data $(DATA) --split results/partition.json --out results/quickstart/scores \
+	  $(foreach s,$(SYSTEMS),--run results/quickstart/runs/rule-agent/$(s).jsonl)
+	$(BIN)/metrobench summary --scores results/quickstart/scores --partition holdout
 
 # The whole study on the CPU (config/demo.yaml): runs, teacher, two SmolLM2 students,
 # tables and figures under results/.
