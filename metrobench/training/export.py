@@ -54,6 +54,15 @@ def _replace_dir(tmp: Path, dest: Path) -> None:
     tmp.rename(dest)
 
 
+def installed_build_source(version: str) -> Path | None:
+    """The llama.cpp tree scripts/install-llama-cpp.sh built the installed bindings from, if still there."""
+    from metrobench.serving import llama_build_info
+
+    info = llama_build_info()
+    source = Path(info.get("source", "")) if info and info.get("llama_cpp_python") == version else None
+    return source if source and (source / "convert_hf_to_gguf.py").is_file() else None
+
+
 def llama_cpp_source(checkout: str | None = None) -> Path:
     """A llama.cpp tree with ``convert_hf_to_gguf.py``, ``conversion/`` and ``gguf-py/``."""
     if checkout:
@@ -66,11 +75,14 @@ def llama_cpp_source(checkout: str | None = None) -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise MetrobenchError("GGUF conversion needs llama-cpp-python or a llama.cpp checkout "
                               "(config: llama_cpp_checkout)") from None
+    built = installed_build_source(version)
+    if built is not None:
+        return built
     root = cache_dir() / f"llama.cpp-{version}"
     if (root / "convert_hf_to_gguf.py").is_file():
         return root
     with tempfile.TemporaryDirectory() as tmp:
-        fetch = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+        fetch = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "llama-cpp-python",
                                 "--dest", tmp, f"llama-cpp-python=={version}"], capture_output=True, text=True)
         archives = list(Path(tmp).glob("llama_cpp_python-*.tar.gz"))
         if fetch.returncode != 0 or not archives:

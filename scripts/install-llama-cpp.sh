@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Build llama.cpp once, portably, and install it twice over into a virtual environment:
+# as the shared libraries of llama-cpp-python (the Python bindings: GGUF loading,
+# quantisation, llama_cpp.server) and as the `llama-server` binary (the paper's server).
+#
+#   scripts/install-llama-cpp.sh VENV
+#
+# Both come from the llama.cpp tree vendored in the pinned llama-cpp-python sdist, so the
+# bindings, the server and the GGUF converter are one llama.cpp revision.
+#
+# Portable by default: GGML_NATIVE=OFF with AVX/AVX2/FMA/F16C/BMI2 and no AVX-512/AMX, so the
+# build runs on any x86-64 CPU with AVX2. A `-march=native` build (llama-cpp-python's own
+# default) traps with SIGILL on hosts that advertise AMX or AVX-512 the OS does not enable.
+# LLAMA_CMAKE_ARGS is appended to the defaults and overrides them, e.g. on an RTX 5090:
+#   LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=120" scripts/install-llama-cpp.sh .venv
+# or "-DGGML_NATIVE=ON" to opt in to a build for this machine only.
+#
+# The build folder is keyed by the version and the CMake arguments, so a build made with
+# other arguments is never reused (pip's wheel cache, keyed by the sdist alone, would).
+set -euo pipefail
+
+VENV=${1:?usage: $0 VENV}
+VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
+JOBS=${LLAMA_CPP_BUILD_JOBS:-$(nproc)}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${LLAMA_CPP_WORK:-$ROOT/build/llama.cpp}
+PY="$VENV/bin/python"
+
+PORTABLE=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+          -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
+          -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+# Only what the project uses: shared libraries, the server; no tests, examples, web UI
+# download (the build machine may reach no model hub), curl or OpenSSL.
+LAYOUT=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON
+        -DCMAKE_INSTALL_RPATH='$ORIGIN' -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF
+        -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON
+        -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF)
+read -r -a EXTRA <<<"${LLAMA_CMAKE_ARGS:-}"
+ARGS=("${PORTABLE[@]}" "${LAYOUT[@]}" "${EXTRA[@]}")
+
+KEY=$(printf '%s\n' "$VERSION" "${ARGS[@]}" | sha256sum | cut -c1-12)
+SRC="$WORK/llama_cpp_python-$VERSION"
+BUILD="$WORK/build-$KEY"
+
+site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+libdir="$site/llama_cpp/lib"
+if [[ -f "$libdir/metrobench-build.json" ]] && grep -q "\"key\": \"$KEY\"" "$libdir/metrobench-build.json" \
+   && "$PY" -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$VERSION')" 2>/dev/null; then
+  echo "llama.cpp $VERSION ($KEY) is already installed in $VENV"
+  exit 0
+fi
+
+mkdir -p "$WORK"
+sdist="$WORK/llama_cpp_python-$VERSION.tar.gz"
+if [[ ! -f "$sdist" ]]; then
+  echo "== fetching the llama-cpp-python $VERSION sdist"
+  "$PY" -m pip download --no-deps --no-binary llama-cpp-python --dest "$WORK" "llama-cpp-python==$VERSION"
+fi
+[[ -d "$SRC" ]] || tar -xzf "$sdist" -C "$WORK"
+
+if [[ ! -f "$BUILD/.built" ]]; then
+  echo "== building llama.cpp (llama-cpp-python $VERSION) in $BUILD with $JOBS jobs:"
+  echo "   ${ARGS[*]}"
+  cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" "${ARGS[@]}"
+  cmake --build "$BUILD" --config Release -j "$JOBS" --target llama ggml mtmd llama-server
+  touch "$BUILD/.built"
+fi
+
+echo "== installing the llama-cpp-python $VERSION bindings (no second compile)"
+# LLAMA_BUILD=OFF: the wheel carries only the Python package; --no-cache-dir so a native
+# wheel cached by an earlier `pip install llama-cpp-python` is never picked up instead.
+CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" "$PY" -m pip install --no-cache-dir --no-deps \
+  --force-reinstall "$sdist"
+mkdir -p "$libdir"
+cp -a "$BUILD"/bin/*.so* "$BUILD/bin/llama-server" "$libdir/"
+ln -sf "$libdir/llama-server" "$VENV/bin/llama-server"
+"$PY" - "$libdir/metrobench-build.json" "$KEY" "$VERSION" "$SRC/vendor/llama.cpp" "${ARGS[@]}" <<'PYEOF'
+import json, sys
+path, key, version, source, *args = sys.argv[1:]
+with open(path, "w") as fh:
+    json.dump({"key": key, "llama_cpp_python": version, "source": source, "cmake_args": args}, fh, indent=1)
+PYEOF
+echo "== llama.cpp installed: $("$VENV/bin/llama-server" --version 2>&1 | grep -m1 -i version || true)"

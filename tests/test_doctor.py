@@ -1,0 +1,116 @@
+"""`metrobench doctor`: its verdicts on real configs, fake executables and the environment."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from metrobench import doctor
+from metrobench.cli import load_study_config, main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _exe(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_features_are_read_from_llama_cpps_system_info_line():
+    line = "CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | AVX512 = 0 | AMX_INT8 = 1 |"
+    assert doctor.compiled_features(line) == ["SSE3", "SSSE3", "AVX", "AVX2", "F16C", "FMA", "AMX_INT8"]
+    assert [f for f in doctor.compiled_features(line) if f in doctor.RISKY_FEATURES] == ["AMX_INT8"]
+
+
+def test_demo_config_needs_llama_cpp_and_cpu_training_but_no_key_or_gpu(monkeypatch):
+    monkeypatch.chdir(REPO)
+    needs = doctor.study_needs(load_study_config(["config/demo.yaml"]))
+    assert needs.local_models == ["smollm2-135m", "students"]
+    assert needs.students and not needs.gpu_training
+    assert needs.key_envs == {} and needs.ggufs == {}
+
+
+def test_paper_config_needs_the_hosted_keys_the_judge_key_a_gpu_and_its_ggufs(monkeypatch):
+    monkeypatch.chdir(REPO)
+    needs = doctor.study_needs(load_study_config(["config/config.yaml"]))
+    assert needs.key_envs["ANTHROPIC_API_KEY"] == "the judge"
+    assert {"MISTRAL_API_KEY", "AZURE_OPENAI_API_KEY"} <= set(needs.key_envs)
+    assert needs.gpu_training
+    assert needs.ggufs["qwen3.5-27b"] == "models/Qwen3.5-27B-Q4_K_M.gguf"
+    checks = doctor.check_models(needs, REPO)
+    assert checks[0].status == "FAIL" and "GGUFs missing" in checks[0].detail
+
+
+def test_keys_are_named_never_shown(monkeypatch):
+    needs = doctor.StudyNeeds(key_envs={"ANTHROPIC_API_KEY": "the judge", "MISTRAL_API_KEY": "model m"})
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-very-secret")
+    monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
+    checks = doctor.check_keys(needs)
+    assert [(c.status, c.detail) for c in checks] == [
+        ("ok", "ANTHROPIC_API_KEY is set (needed by the judge)"),
+        ("FAIL", "MISTRAL_API_KEY is not set (needed by model m)")]
+    assert not any("very-secret" in c.line() for c in checks)
+
+
+def test_llama_server_verdicts_for_a_working_a_missing_and_a_crashing_binary(tmp_path):
+    needs = doctor.StudyNeeds(local_models=["m"])
+    good = _exe(tmp_path / "good-server", 'echo "version: 4242 (abcdef0)"; echo "built with cc" >&2')
+    crash = _exe(tmp_path / "sigill-server", "kill -ILL $$")
+    from metrobench import serving
+
+    original = serving.find_llama_server
+    try:
+        serving.find_llama_server = lambda binary=None: good
+        ok = doctor.check_llama_server(needs)
+        serving.find_llama_server = lambda binary=None: crash
+        crashed = doctor.check_llama_server(needs)
+    finally:
+        serving.find_llama_server = original
+    assert ok.status == "ok" and ok.detail == f"{good} (version: 4242 (abcdef0))"
+    assert crashed.status == "FAIL" and "SIGILL" in crashed.detail
+
+
+def test_no_llama_server_fails_only_when_the_study_serves_models(monkeypatch, tmp_path):
+    from metrobench import serving
+
+    monkeypatch.setattr(serving, "installed_llama_server", lambda: None)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    missing = doctor.check_llama_server(doctor.StudyNeeds(local_models=["m"]))
+    assert missing.status == "FAIL" and "make install" in missing.detail
+    assert doctor.check_llama_server(doctor.StudyNeeds()).status == "warn"
+
+
+def test_doctor_exits_1_and_says_why_when_the_judge_key_is_missing(monkeypatch, tmp_path, root, capsys):
+    config = tmp_path / "study.yaml"
+    config.write_text("scoring: {judge: anthropic}\n")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["doctor", "--data", str(root), "--config", str(config), "--results", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  api key            ANTHROPIC_API_KEY is not set (needed by the judge)" in out
+    assert "files match the pinned digests" in out
+    assert out.rstrip().endswith("1 problem(s): the configured study cannot run here")
+
+
+def test_doctor_fails_on_data_with_a_wrong_digest(broken_root, tmp_path, capsys):
+    bad = broken_root()
+    case_file = next((bad / "cases").rglob("*.json"))
+    case_file.write_text(case_file.read_text() + " ")
+    config = tmp_path / "study.yaml"
+    config.write_text("systems: [marta]\n")
+    assert main(["doctor", "--data", str(bad), "--config", str(config), "--results", str(tmp_path)]) == 1
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("FAIL  data"))
+    assert case_file.name in line
+
+
+def test_doctor_passes_on_this_machine_with_the_demo_config(monkeypatch, root, capsys):
+    pytest.importorskip("llama_cpp")
+    monkeypatch.chdir(REPO)
+    assert main(["doctor", "--data", str(root), "--config", "config/demo.yaml"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = [line[6:24].strip() for line in lines[:-1]]
+    assert names == ["python", "packages", "llama.cpp build", "llama-server", "torch", "cuda",
+                     "bitsandbytes", "disk", "api keys", "data"]
+    assert lines[-1] == "ready: the configured study can run here"
