@@ -107,11 +107,8 @@ def _next(text: str, marker: str, start: int) -> int:
     return len(text) if found < 0 else found
 
 
-def _block_call(value: Any, index: int) -> TextCall:
+def _block_call(value: dict[str, Any], index: int) -> TextCall:
     """A decoded block's object as a call, or an error call when it names no tool."""
-    if not isinstance(value, dict):
-        return TextCall(_call(index, "", json.dumps(value, ensure_ascii=False)),
-                        "tool call block must be a JSON object with a name and arguments")
     name = value.get("name")
     arguments = _arguments_text(value.get("arguments"))
     if not isinstance(name, str) or not name:
