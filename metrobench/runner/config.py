@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from metrobench.data.loader import read_yaml
 from metrobench.errors import MetrobenchError
 from metrobench.prompts import PROMPT_VERSION
+from metrobench.runner.tool_parsing import ToolParser
 
 Provider = Literal["llama_cpp", "openai", "azure", "azure_responses", "mistral"]
 
@@ -71,6 +72,10 @@ class ModelConfig(BaseModel):
     # chatml-function-calling handler offers the tools only when it is sent; None
     # sends nothing (that handler then renders no tools: plain chat).
     tool_choice: str | None = "auto"
+    # Tool calls the model writes as <tool_call> blocks in its text (runner.tool_parsing):
+    # "auto" reads them when the reply has no structured tool_calls, "hermes" also next to
+    # structured ones, "none" never (such a reply is a plain-text answer).
+    tool_parser: ToolParser = "auto"
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
     max_rounds: int = 20
@@ -94,6 +99,13 @@ class ModelConfig(BaseModel):
             "name", "provider", "model", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens",
             "thinking", "reasoning_effort", "tool_choice", "chat_template_kwargs", "extra_body", "max_rounds"})
         shaping["prompt_version"] = PROMPT_VERSION
+        # Only a non-default parser is hashed, so every transcript made before the setting
+        # existed keeps its fingerprint and resumes. For a model that calls tools the
+        # structured way (every API model) or answers in prose, "auto" runs exactly as the
+        # runner did before; only a model writing <tool_call> blocks in its text behaves
+        # differently, and an old transcript of one should be rerun with --restart.
+        if self.tool_parser != "auto":
+            shaping["tool_parser"] = self.tool_parser
         if self.serving:
             shaping["gguf"] = Path(self.serving.gguf).name if self.serving.gguf else self.serving.gguf_package
         blob = json.dumps(shaping, sort_keys=True)

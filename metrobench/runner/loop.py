@@ -11,6 +11,13 @@ exhausted budget or an endpoint failure end it with an error.
 
 Unlike the reference, tool-call arguments that are not valid JSON are fed
 back to the model as a tool error (and recorded) instead of ending the case.
+A reply whose calls are written as ``<tool_call>`` blocks in its text is taken
+as calling those tools, per the model config's ``tool_parser``
+(:mod:`metrobench.runner.tool_parsing`); a block that cannot be read is fed
+back as a tool error. Such calls are marked ``"parsed_from_text": true`` in
+``tool_calls_made``, and the reply's verbatim text is kept in
+``meta["text_tool_replies"]`` (the conversation holds the prose and the calls,
+each call once, as a parsing server would return them).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
 from metrobench.prompts import TOOLS, system_prompt, user_message
 from metrobench.runner.client import ChatClient, EndpointError
+from metrobench.runner.tool_parsing import TextCall, ToolParser, apply_tool_parser
 from metrobench.tools.dispatch import call_tool
 from metrobench.tools.session import ToolSession
 from metrobench.transcript import CaseRecord
@@ -77,14 +85,27 @@ class CaseRun:
         self.record = CaseRecord(case_id=case.id, model=model, system=system.name)
         self.model_ms = 0.0
         self.cached_tokens = 0
+        self.text_calls = 0  # calls parsed from text so far (their ids: call_text_1, ...)
 
-    def run_tool_calls(self, tool_calls: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """Execute one message's calls in order; the last accepted submission's arguments, if any."""
+    def run_tool_calls(self, tool_calls: list[dict[str, Any]],
+                       text_calls: list[TextCall] | None = None) -> dict[str, Any] | None:
+        """Execute one message's calls in order; the last accepted submission's arguments, if any.
+
+        ``text_calls`` are the message's last calls, parsed from its text: their
+        entries are marked, and a block that could not be read is answered with
+        its error, never run.
+        """
         accepted = None
-        for tool_call in tool_calls:
+        text_calls = text_calls or []
+        first_text = len(tool_calls) - len(text_calls)
+        for position, tool_call in enumerate(tool_calls):
+            text_call = text_calls[position - first_text] if position >= first_text else None
             function = tool_call.get("function") or {}
             name = function.get("name") or ""
-            arguments, problem = parse_arguments(function.get("arguments"))
+            if text_call is not None and text_call.error is not None:
+                arguments, problem = None, text_call.error
+            else:
+                arguments, problem = parse_arguments(function.get("arguments"))
             if problem is not None:
                 entry = {"name": name, "arguments": function.get("arguments"), "result": None,
                          "error": problem}
@@ -99,14 +120,27 @@ class CaseRun:
                 else:
                     entry = {"name": name, "arguments": arguments, "result": None, "error": answer.text}
                     content = json.dumps({"error": answer.text})
+            if text_call is not None:
+                entry["parsed_from_text"] = True
             self.record.tool_calls_made.append(entry)
             self.messages.append({"role": "tool", "tool_call_id": tool_call.get("id") or "",
                                   "content": content})
         return accepted
 
 
+def take_reply(state: CaseRun, message: dict[str, Any], tool_parser: ToolParser,
+               round_index: int) -> tuple[dict[str, Any], list[TextCall]]:
+    """The reply with any text tool calls parsed; their ids are numbered across the case."""
+    parsed, text_calls = apply_tool_parser(message, tool_parser, first_index=state.text_calls + 1)
+    if text_calls:
+        state.text_calls += len(text_calls)
+        state.record.meta.setdefault("text_tool_replies", []).append(
+            {"round": round_index + 1, "content": message.get("content") or ""})
+    return parsed, text_calls
+
+
 async def run_case(client: ChatClient, system: SystemData, case: Case, *, model: str,
-                   max_rounds: int) -> CaseRecord:
+                   max_rounds: int, tool_parser: ToolParser = "auto") -> CaseRecord:
     """Run one case to its end; every failure is recorded on the record, never raised."""
     state = CaseRun(system, case, model)
     record = state.record
@@ -123,11 +157,11 @@ async def run_case(client: ChatClient, system: SystemData, case: Case, *, model:
             state.cached_tokens += reply.cached_tokens or 0
             if round_index == 0:
                 record.ttft_ms = round(reply.elapsed_ms, 1)
-            message = reply.message
+            message, text_calls = take_reply(state, reply.message, tool_parser, round_index)
             if message.get("tool_calls"):
                 empty_streak = 0
                 state.messages.append(message)
-                accepted_now = state.run_tool_calls(message["tool_calls"])
+                accepted_now = state.run_tool_calls(message["tool_calls"], text_calls)
                 if accepted_now is not None:
                     accepted = accepted_now
                     if state.pending_turns:

@@ -126,7 +126,8 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
     async def one(case: Case) -> None:
         nonlocal failed
         async with semaphore:
-            record = await run_case(client, system, case, model=cfg.name, max_rounds=cfg.max_rounds)
+            record = await run_case(client, system, case, model=cfg.name, max_rounds=cfg.max_rounds,
+                                    tool_parser=cfg.tool_parser)
         record.meta.update(config=fingerprint, case_sha=case_hash(case))
         writer.write(record)
         failed += record.error is not None
