@@ -163,8 +163,12 @@ def check_llama_cpp(needs: StudyNeeds) -> list[Check]:
     features = compiled_features(info)
     risky = [f for f in features if f in RISKY_FEATURES]
     build = llama_build_info()
-    origin = ("scripts/install-llama-cpp.sh" + (f" {' '.join(a for a in build['cmake_args'] if 'CUDA' in a)}"
-                                                if build else "")) if build else "not built by the project"
+    if build:
+        args = build.get("cmake_args", [])
+        kind = "native" if "-DGGML_NATIVE=ON" in args else "portable"
+        origin = f"built by scripts/install-llama-cpp.sh ({kind}{', CUDA' if '-DGGML_CUDA=ON' in args else ''})"
+    else:
+        origin = "not built by scripts/install-llama-cpp.sh"
     checks = [Check("ok", "llama.cpp build", f"{_version('llama_cpp_python')}, {origin}; "
                     f"CPU features {' '.join(features) or 'none'}")]
     if risky:

@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -197,6 +198,24 @@ def llama_server(cfg: ServerConfig, *, log_path: Path | None = None,
         _stop(proc)
 
 
+#: ``serving.chat_template_file`` naming the project's tool template (the one students are
+#: trained on and carry in their GGUF), so a base model can be served exactly as its students.
+TOOLS_TEMPLATE = "metrobench:tools"
+
+
+def chat_template_path(name: str | None, tmp: Path) -> Path | None:
+    """The template file to serve with: a path as given, or the project's template written to ``tmp``."""
+    if not name:
+        return None
+    if name != TOOLS_TEMPLATE:
+        return Path(name)
+    from metrobench.training.chat_template import INFERENCE_TEMPLATE
+
+    path = tmp / "metrobench-tools.jinja"
+    path.write_text(INFERENCE_TEMPLATE)
+    return path
+
+
 @contextmanager
 def serve_model(cfg, *, log_path: Path | None = None) -> Iterator[str | None]:
     """Serve a :class:`~metrobench.runner.config.ModelConfig` if it has a ``serving`` block.
@@ -214,12 +233,13 @@ def serve_model(cfg, *, log_path: Path | None = None) -> Iterator[str | None]:
         model_path = packaged_gguf(serving.gguf_package)
     else:
         raise MetrobenchError(f"model {cfg.name}: serving needs gguf or gguf_package")
-    template = Path(serving.chat_template_file) if serving.chat_template_file else None
-    server = ServerConfig(model_path=model_path, alias=cfg.served_model, n_ctx=serving.n_ctx,
-                          server=serving.server, chat_format=serving.chat_format,
-                          chat_template_file=template, n_threads=serving.n_threads,
-                          binary=serving.binary, parallel=serving.parallel,
-                          flash_attn=serving.flash_attn, n_gpu_layers=serving.n_gpu_layers,
-                          extra_args=list(serving.extra_args))
-    with llama_server(server, log_path=log_path) as url:
-        yield url
+    with tempfile.TemporaryDirectory(prefix="metrobench-template-") as tmp:
+        template = chat_template_path(serving.chat_template_file, Path(tmp))
+        server = ServerConfig(model_path=model_path, alias=cfg.served_model, n_ctx=serving.n_ctx,
+                              server=serving.server, chat_format=serving.chat_format,
+                              chat_template_file=template, n_threads=serving.n_threads,
+                              binary=serving.binary, parallel=serving.parallel,
+                              flash_attn=serving.flash_attn, n_gpu_layers=serving.n_gpu_layers,
+                              extra_args=list(serving.extra_args))
+        with llama_server(server, log_path=log_path) as url:
+            yield url

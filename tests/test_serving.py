@@ -102,4 +102,4 @@ def test_the_projects_llama_server_serves_smollm2_and_completes_a_chat(tmp_path)
     assert reply["model"] == "smollm2" and reply["choices"][0]["message"]["role"] == "assistant"
     assert reply["choices"][0]["message"]["content"].strip()
     assert 0 < reply["usage"]["completion_tokens"] <= 8
-    assert "server is listening" in log.read_text()
+    assert "llama_server: listening on http://127.0.0.1:" in log.read_text()

@@ -39,7 +39,9 @@ class Serving(BaseModel):
     # natively), or llama-cpp-python's llama_cpp.server.
     server: Literal["llama-server", "llama_cpp.server"] = "llama-server"
     binary: str | None = None          # the llama-server executable; None = the installed one, else PATH
-    chat_template_file: str | None = None   # llama-server: serve with this Jinja template
+    # llama-server: serve with this Jinja template instead of the GGUF's; "metrobench:tools" is
+    # the project's tool template, the one its students are trained on and carry in their GGUF.
+    chat_template_file: str | None = None
     n_ctx: int = 8192
     parallel: int = 2
     flash_attn: bool = True
