@@ -1,0 +1,115 @@
+"""Fault drills: malformed endpoint replies, concurrent runs, mixed systems, bad arguments and files.
+
+Every drill is met as a user would meet it, against real protocol fakes on
+127.0.0.1: each asserts the run goes on (or refuses with one
+``metrobench: error:`` line and status 2) instead of crashing or losing cases.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fake_messages_api import FakeMessagesAPI
+from fake_openai_api import FakeOpenAI, chat_payload
+
+from metrobench.cli import main
+from metrobench.errors import MetrobenchError
+from metrobench.runner.config import ModelConfig
+from metrobench.runner.run import run_model
+from metrobench.scoring.judge import AnthropicBackend, Judge, JudgeCache, OpenAIBackend
+from metrobench.scoring.rubrics import JudgeTask
+from metrobench.transcript import read_run
+
+HTML = b"<html><body><h1>502 Bad Gateway</h1><p>upstream proxy page</p></body></html>"
+IDS = ["MARTA-A-001", "MARTA-A-002", "MARTA-A-003"]
+
+
+def cfg(url: str, **kw) -> ModelConfig:
+    base = {"name": "fake", "provider": "llama_cpp", "base_url": f"{url}/v1", "retries": 2,
+            "backoff_s": 0.01, "concurrency": 1}
+    return ModelConfig(**{**base, **kw})
+
+
+def fast_config(tmp_path, name: str = "fake-1") -> str:
+    """A model config file that retries quickly (the command line has no retry flags)."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(f"name: {name}\nretries: 2\nbackoff_s: 0.01\nconcurrency: 1\n")
+    return str(path)
+
+
+def run(bench, config, ids, out, system="marta", **kw):
+    cases = [bench.case(i) for i in ids]
+    return run_model(config, bench.system(system), cases, out, progress_stream=open("/dev/null", "w"), **kw)
+
+
+# 1. a malformed HTTP 200 is a retryable endpoint error, recorded on the case; the run goes on
+
+MALFORMED = {
+    "html": HTML,
+    "no choices": {"id": "x", "object": "chat.completion", "created": 0, "model": "fake"},
+    "empty choices": {"id": "x", "object": "chat.completion", "created": 0, "model": "fake", "choices": []},
+    "choices null message": {"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
+                             "choices": [{"index": 0, "message": None, "finish_reason": "stop"}]},
+    "json list": [1, 2, 3],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_200_is_retried_then_recorded_and_the_run_goes_on(bench, tmp_path, kind):
+    with FakeOpenAI(lambda r: MALFORMED[kind]) as api:
+        summary = run(bench, cfg(api.url), IDS, tmp_path / "t.jsonl")
+    assert (summary.ran, summary.failed) == (3, 3)
+    assert len(api.requests) == 3 * 2  # every case retried once (retries=2), then given up
+    records = read_run(tmp_path / "t.jsonl").records
+    assert sorted(r.case_id for r in records) == IDS
+    for record in records:
+        assert record.error.startswith("malformed reply: ") and record.meta["retryable"] is True
+
+
+def test_malformed_200_then_a_good_reply_recovers(bench, tmp_path):
+    replies = iter([HTML, chat_payload('{"outcome": "request_declined"}')])
+    with FakeOpenAI(lambda r: next(replies)) as api:
+        summary = run(bench, cfg(api.url), IDS[:1], tmp_path / "t.jsonl")
+    assert (summary.ran, summary.failed) == (1, 0) and len(api.requests) == 2
+
+
+def test_cli_run_against_an_html_endpoint_exits_normally_with_one_record_per_case(root, tmp_path, capsys):
+    out = tmp_path / "h.jsonl"
+    with FakeOpenAI(lambda r: HTML) as api:
+        code = main(["run", "--data", str(root), "--system", "marta", "--model-config", fast_config(tmp_path),
+                     "--base-url", f"{api.url}/v1", "--cases", ",".join(IDS), "--out", str(out)])
+    assert code == 0
+    assert "ran 3 cases (3 failed)" in capsys.readouterr().out
+    records = read_run(out).records
+    assert len(records) == 3 and all(r.error for r in records)
+
+
+@pytest.mark.parametrize("kind", ["html", "no content"])
+def test_anthropic_judge_retries_a_malformed_200_then_gives_one_error(monkeypatch, kind):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+
+    class Broken(FakeMessagesAPI):
+        def answer(self, request):
+            super().answer(request)
+            return 200, HTML if kind == "html" else {"id": "m", "type": "message"}, {}
+
+    with Broken(lambda p: "Score: 2 | ok") as api:
+        judge = Judge(AnthropicBackend(base_url=api.url), JudgeCache(None), max_attempts=3, base_delay=0.01)
+        with pytest.raises(MetrobenchError, match=r"malformed reply.*after 3 attempts"):
+            judge._ask(_task())
+        assert len(api.requests) == 3
+
+
+@pytest.mark.parametrize("kind", ["html", "empty choices"])
+def test_openai_judge_retries_a_malformed_200_then_gives_one_error(kind):
+    with FakeOpenAI(lambda r: MALFORMED[kind]) as api:
+        backend = OpenAIBackend("judge-m", base_url=f"{api.url}/v1")
+        judge = Judge(backend, JudgeCache(None), max_attempts=3, base_delay=0.01)
+        with pytest.raises(MetrobenchError, match=r"malformed reply.*after 3 attempts"):
+            judge._ask(_task())
+        assert len(api.requests) == 3
+
+
+def _task() -> JudgeTask:
+    return JudgeTask("scope_adherence", "MARTA-A-001", "Rate this.", "hi", float)
