@@ -263,13 +263,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from metrobench.runner.run import run_model
     from metrobench.scoring.names import check_name
     from metrobench.serving import serve_model
+    from metrobench.transcript import transcript_lock
 
     bench = _bench(args)
     cfg = _model_config(args)
     check_name("model", cfg.name)
     cases = _run_selection(args, bench)
     log = Path(args.server_log) if args.server_log else None
-    with serve_model(cfg, log_path=log) as url:
+    with transcript_lock(Path(args.out)), serve_model(cfg, log_path=log) as url:  # lock before serving
         _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), base_url=url,
                           restart=args.restart))
     return 0

@@ -113,3 +113,93 @@ def test_openai_judge_retries_a_malformed_200_then_gives_one_error(kind):
 
 def _task() -> JudgeTask:
     return JudgeTask("scope_adherence", "MARTA-A-001", "Rate this.", "hi", float)
+
+
+# 2. one writer per transcript: a second run refuses while the first holds the lock
+
+
+def _locked(path) -> bool:
+    import fcntl
+    import os
+
+    from metrobench.transcript import lock_path
+
+    sidecar = lock_path(path)
+    if not sidecar.exists():
+        return False
+    fd = os.open(sidecar, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_a_second_run_on_a_transcript_being_written_refuses_with_one_line(root, tmp_path, capsys):
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    out = tmp_path / "runs" / "marta.jsonl"
+    gate = threading.Event()
+
+    def slow(request):
+        gate.wait(20)
+        return chat_payload('{"outcome": "request_declined"}')
+
+    with FakeOpenAI(slow) as api:
+        args = ["run", "--data", str(root), "--system", "marta", "--model-config", fast_config(tmp_path),
+                "--base-url", f"{api.url}/v1", "--cases", ",".join(IDS), "--out", str(out)]
+        first = subprocess.Popen([sys.executable, "-m", "metrobench", *args], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not api.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert api.requests, "the first run never called the endpoint"
+            assert _locked(out)
+            assert main(args) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and err.startswith("metrobench: error: ")
+            assert "another metrobench process is writing this transcript" in err
+        finally:
+            gate.set()
+            stdout, stderr = first.communicate(timeout=60)
+    assert first.returncode == 0, stderr
+    assert "ran 3 cases (0 failed)" in stdout
+    ids = [json.loads(line)["case_id"] for line in out.read_text().splitlines()]
+    assert sorted(ids) == IDS  # each case once
+    assert not _locked(out)  # released on exit
+    with FakeOpenAI(lambda r: chat_payload("x")) as api:  # and the next run may proceed
+        assert main([*args[:-4], "--base-url", f"{api.url}/v1", "--cases", IDS[0], "--out", str(out)]) == 0
+
+
+def test_the_lock_is_reentrant_within_a_process_and_released_on_error(tmp_path):
+    from metrobench.transcript import transcript_lock
+
+    out = tmp_path / "t.jsonl"
+    with transcript_lock(out):
+        with transcript_lock(out):
+            assert _locked(out)
+        assert _locked(out)
+    assert not _locked(out)
+    with pytest.raises(RuntimeError):
+        with transcript_lock(out):
+            raise RuntimeError("boom")
+    assert not _locked(out)
+
+
+# 3. resume refuses a transcript of another system
+
+
+def test_resume_refuses_a_transcript_of_another_system(bench, tmp_path):
+    out = tmp_path / "t.jsonl"
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        run(bench, cfg(api.url), IDS[:1], out)
+        doha = [c.id for c in bench.cases("doha")][:1]
+        with pytest.raises(MetrobenchError, match="is a marta case, not doha"):
+            run(bench, cfg(api.url), doha, out, system="doha")
+    assert [r.case_id for r in read_run(out).records] == IDS[:1]
