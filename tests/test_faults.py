@@ -203,3 +203,23 @@ def test_resume_refuses_a_transcript_of_another_system(bench, tmp_path):
         with pytest.raises(MetrobenchError, match="is a marta case, not doha"):
             run(bench, cfg(api.url), doha, out, system="doha")
     assert [r.case_id for r in read_run(out).records] == IDS[:1]
+
+
+# 4. scoring a run as another system refuses and writes nothing
+
+
+def test_scoring_a_doha_run_as_marta_refuses_and_keeps_the_marta_scores(root, tmp_path, capsys):
+    runs, scores = tmp_path / "runs", tmp_path / "scores"
+    for system in ("marta", "doha"):
+        assert main(["rule-agent", "--data", str(root), "--system", system, "--partition", "holdout",
+                     "--out", str(runs / f"{system}.jsonl")]) == 0
+    assert main(["score", "--data", str(root), "--run", str(runs / "marta.jsonl"), "--out", str(scores),
+                 "--partition", "holdout"]) == 0
+    before = {p: p.read_bytes() for p in scores.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["score", "--data", str(root), "--run", str(runs / "doha.jsonl"), "--out", str(scores),
+                 "--system", "marta", "--partition", "holdout"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("metrobench: error: ") and "--system marta" in err
+    assert {p: p.read_bytes() for p in scores.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "scores.judge-cache.jsonl").exists()
