@@ -1,7 +1,9 @@
 """``metrobench <stage>``: one command per pipeline stage, the same entry points the rules call.
 
 User mistakes (a missing file, a malformed case, a bad argument) end with one
-``metrobench: error: ...`` line and exit status 2, never a traceback.
+``metrobench: error: ...`` line and exit status 2, never a traceback: argparse's
+own errors included, and any file the system refuses (a directory where a file
+belongs, a read-only place such as /proc, a missing executable).
 """
 
 from __future__ import annotations
@@ -13,6 +15,39 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from metrobench.errors import MetrobenchError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors as one ``metrobench: error:`` line (no usage block), status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        stage = self.prog.removeprefix("metrobench").strip()
+        print(f"metrobench: error: {stage + ': ' if stage else ''}{_one_line(message)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _one_line(message: object) -> str:
+    return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0-65535)")
+    return value
 
 
 def _add_data(p: argparse.ArgumentParser) -> None:
@@ -393,14 +428,14 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, help="seconds per request (default 240)")
     _add_selection(p)
     p.add_argument("--cases", help="comma-separated case ids")
-    p.add_argument("--limit", type=int, help="only the first N cases")
-    p.add_argument("--sample", type=int, help="N cases spread over the categories (the CPU demo)")
+    p.add_argument("--limit", type=_at_least_one, help="only the first N cases")
+    p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (the CPU demo)")
     p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
     p.add_argument("--restart", action="store_true", help="discard an existing transcript first")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="metrobench", description=__doc__.splitlines()[0])
+    parser = Parser(prog="metrobench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
 
     p = sub.add_parser("fetch-data", help="clone the benchmark repository at the pinned commit")
@@ -431,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve-tools", help="serve the tools over HTTP on 127.0.0.1")
     _add_data(p)
     p.add_argument("--system", required=True)
-    p.add_argument("--port", type=int, default=8100)
+    p.add_argument("--port", type=_port, default=8100)
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(func=cmd_serve_tools)
 
@@ -549,11 +584,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error, already printed on one line (2)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return args.func(args)
     except MetrobenchError as exc:
-        print(f"metrobench: error: {exc}", file=sys.stderr)
+        print(f"metrobench: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path the system refuses: a directory, /proc, a missing binary
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"metrobench: error: {where}{_one_line(exc.strerror or exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -184,19 +184,31 @@ def write_transcript(path: Path, records: Iterable[CaseRecord]) -> None:
     os.replace(tmp, path)
 
 
+def read_text(path: Path) -> str:
+    """A run file's text; a byte that is not UTF-8 is an error naming the file and offset."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        raise MetrobenchError(f"{path}: line {line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                              f"at offset {exc.start})") from None
+
+
 def iter_transcript(path: Path) -> Iterator[CaseRecord]:
     """Records of a JSONL transcript; a malformed line is an error naming the file and line.
 
     An unterminated last line is what a killed writer leaves behind: it is
     skipped with a warning (that case then counts as missing, never dropped).
     """
-    text = Path(path).read_text(encoding="utf-8")
+    text = read_text(Path(path))
     lines = text.split("\n")
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             raw = json.loads(line)
+        except RecursionError:
+            raise MetrobenchError(f"{path}: line {number}: JSON nested too deeply") from None
         except json.JSONDecodeError as exc:
             if number == len(lines):  # no newline after it: an interrupted write
                 print(f"metrobench: warning: {path}: line {number}: unfinished record skipped "
@@ -217,10 +229,10 @@ def read_run(path: Path | str) -> Run:
     path = Path(path)
     if not path.is_file():
         raise MetrobenchError(f"{path}: no such run file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         doc = None  # several objects, one per line: a transcript
     reference = isinstance(doc, dict) and "results" in doc and "case_id" not in doc
     if reference:

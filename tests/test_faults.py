@@ -223,3 +223,123 @@ def test_scoring_a_doha_run_as_marta_refuses_and_keeps_the_marta_scores(root, tm
     assert err.count("\n") == 1 and err.startswith("metrobench: error: ") and "--system marta" in err
     assert {p: p.read_bytes() for p in scores.rglob("*") if p.is_file()} == before
     assert not (tmp_path / "scores.judge-cache.jsonl").exists()
+
+
+# 5. bad limits are refused up front, before any case runs
+
+
+@pytest.mark.parametrize("flags,expected", [
+    (["--limit", "-1"], "--limit: -1 is not at least 1"),
+    (["--limit", "0"], "--limit: 0 is not at least 1"),
+    (["--timeout", "-5"], "field timeout_s"),
+    (["--max-rounds", "0"], "field max_rounds"),
+    (["--concurrency", "0"], "field concurrency"),
+    (["--base-url", "notaurl"], "is not an http:// or https:// URL"),
+    (["--base-url", "ftp://host/v1"], "is not an http:// or https:// URL"),
+])
+def test_bad_run_limits_are_refused_before_any_request(root, tmp_path, capsys, flags, expected):
+    seen = []
+    with FakeOpenAI(lambda r: seen.append(r) or chat_payload("x")) as api:
+        args = ["run", "--data", str(root), "--system", "marta", "--model", "m",
+                "--base-url", f"{api.url}/v1", "--out", str(tmp_path / "t.jsonl"), *flags]
+        assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("metrobench: error: ") and expected in err, err
+    assert not seen and not (tmp_path / "t.jsonl").exists()
+
+
+def test_model_config_files_are_held_to_the_same_limits(tmp_path):
+    from metrobench.runner.config import load_model_config
+
+    bad = tmp_path / "m.yaml"
+    bad.write_text("name: m\nretries: 0\n")
+    with pytest.raises(MetrobenchError, match="m.yaml: field retries"):
+        load_model_config(bad)
+
+
+# 7. every user error is one `metrobench: error:` line and status 2
+
+
+def _one_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.count("\n") == 1 and err.startswith("metrobench: error: "), err
+    assert "Traceback" not in err + captured.out
+    return err
+
+
+def test_non_utf8_bytes_and_directories_where_files_belong(root, broken_root, tmp_path, capsys):
+    bench = broken_root()
+    case_file = bench / "cases" / "marta_cases.json"
+    case_file.write_bytes(case_file.read_bytes()[:100] + b"\xff" + case_file.read_bytes()[100:])
+    args = ["rule-agent", "--data", str(bench), "--system", "marta", "--out", str(tmp_path / "r.jsonl")]
+    assert main(args) == 2
+    assert "marta_cases.json: not UTF-8 text (byte 0xff at offset 100)" in _one_error_line(capsys)
+    case_file.unlink()
+    case_file.mkdir()
+    assert main(args) == 2
+    assert "marta_cases.json: is a directory" in _one_error_line(capsys)
+
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_bytes(b'{"case_id": "MARTA-A-001", "raw_content": "caf\xff"}\n')
+    assert main(["score", "--data", str(root), "--run", str(transcript), "--out", str(tmp_path / "s")]) == 2
+    assert "t.jsonl: line 1: not UTF-8 text (byte 0xff" in _one_error_line(capsys)
+    assert not (tmp_path / "s").exists()
+
+    out_dir = tmp_path / "a-folder"
+    out_dir.mkdir()
+    assert main(["rule-agent", "--data", str(root), "--system", "marta", "--partition", "holdout",
+                 "--out", str(out_dir)]) == 2
+    _one_error_line(capsys)
+    assert main(["rule-agent", "--data", str(root), "--system", "marta", "--partition", "holdout",
+                 "--out", "/proc/metrobench-test/marta.jsonl"]) == 2
+    assert "/proc/metrobench-test" in _one_error_line(capsys)
+
+
+def test_corrupt_or_empty_parquet_in_summary(tmp_path, capsys):
+    part = tmp_path / "scores" / "model=m" / "system=marta" / "part.parquet"
+    part.parent.mkdir(parents=True)
+    for content in (b"", b"PAR1 this is not parquet at all"):
+        part.write_bytes(content)
+        assert main(["summary", "--scores", str(tmp_path / "scores")]) == 2
+        assert "unreadable scores" in _one_error_line(capsys)
+
+
+def test_deeply_nested_tool_call_line(root, tmp_path, capsys):
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text('{"tool": "line_info", "args": {"line": ' + "[" * 10000 + "]" * 10000 + "}}\n")
+    assert main(["tool", "--data", str(root), "--system", "marta", str(calls)]) == 2
+    assert "calls.jsonl: line 1: invalid JSON: nested too deeply" in _one_error_line(capsys)
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text('{"case_id": "MARTA-A-001", "response": ' + "[" * 10000 + "]" * 10000 + "}\n")
+    assert main(["score", "--data", str(root), "--run", str(transcript), "--out", str(tmp_path / "s")]) == 2
+    assert "nested too deeply" in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["serve-tools", "--system", "marta", "--port", "70000"], "serve-tools: argument --port: 70000 is not a port"),
+    (["run", "--system", "atlantis", "--model", "m", "--out", "x.jsonl"], "run: argument --system: invalid choice"),
+    (["score", "--run", "x.jsonl", "--out", "s", "--judge", "gpt"], "score: argument --judge: invalid choice"),
+    (["no-such-stage"], "argument STAGE: invalid choice"),
+    (["run", "--system", "marta"], "the following arguments are required: --out"),
+    (["stats"], "stats: the following arguments are required: STAT"),
+])
+def test_argparse_errors_are_one_line(capsys, argv, expected):
+    assert main(argv) == 2
+    assert expected in _one_error_line(capsys)
+
+
+def test_invalid_yaml_and_a_missing_server_binary(root, tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: m\nserving: {gguf: [unclosed\n")
+    args = ["run", "--data", str(root), "--system", "marta", "--model-config", str(bad),
+            "--out", str(tmp_path / "t.jsonl")]
+    assert main(args) == 2
+    assert "bad.yaml: invalid YAML at line" in _one_error_line(capsys)
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    config = tmp_path / "served.yaml"
+    config.write_text(f"name: m\nserving: {{gguf: {gguf}, binary: {tmp_path}/no-such/llama-server}}\n")
+    assert main(["bench", "--data", str(root), "--system", "marta", "--model-config", str(config),
+                 "--limit", "1", "--out", str(tmp_path / "b.jsonl")]) == 2
+    assert "no-such/llama-server: No such file or directory" in _one_error_line(capsys)
