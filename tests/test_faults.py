@@ -343,3 +343,92 @@ def test_invalid_yaml_and_a_missing_server_binary(root, tmp_path, capsys):
     assert main(["bench", "--data", str(root), "--system", "marta", "--model-config", str(config),
                  "--limit", "1", "--out", str(tmp_path / "b.jsonl")]) == 2
     assert "no-such/llama-server: No such file or directory" in _one_error_line(capsys)
+
+
+# 9. Parquet writes: fsynced before the rename, no temporary file left behind
+
+
+def _scores(bench):
+    from metrobench.scoring.scorer import Scorer
+    from metrobench.transcript import CaseRecord
+
+    case = bench.case("MARTA-A-001")
+    return Scorer(bench.system("marta")).score([case.raw], [CaseRecord(case_id=case.id, model="m")])
+
+
+def test_parquet_write_fsyncs_and_removes_its_temporary_file(bench, tmp_path, monkeypatch):
+    import os
+
+    import pyarrow.parquet as pq
+
+    from metrobench.scoring import store
+
+    scores = _scores(bench)
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(store.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    path = store.write_scores(tmp_path, "m", "marta", scores, {})
+    assert len(synced) >= 2  # the file, then its folder
+    first = path.read_bytes()
+
+    def interrupted(table, where, **kw):
+        where.write(b"PAR1 half a file")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pq, "write_table", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.write_scores(tmp_path, "m", "marta", scores, {})
+    assert sorted(p.name for p in path.parent.iterdir()) == ["part.parquet"]
+    assert path.read_bytes() == first
+
+
+def test_a_temporary_file_left_by_a_killed_writer_is_removed_by_the_next_write(bench, tmp_path):
+    import subprocess
+    import sys
+
+    from metrobench.scoring import store
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    folder = tmp_path / "model=m" / "system=marta"
+    folder.mkdir(parents=True)
+    stale = folder / f".part.parquet.{int(dead.stdout)}.tmp"
+    stale.write_bytes(b"PAR1 half")
+    alive = folder / f".part.parquet.{os_getppid()}.tmp"  # a writer still at work: left alone
+    alive.write_bytes(b"PAR1 busy")
+    store.write_scores(tmp_path, "m", "marta", _scores(bench), {})
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["part.parquet", alive.name])
+
+
+def os_getppid() -> int:
+    import os
+
+    return os.getppid()
+
+
+# 10. replaying calls of case ids the benchmark does not have: sessions with no case context
+
+
+def test_replay_of_unknown_case_ids_is_a_context_free_session(root, tmp_path, capsys):
+    disruption = {"id": "x", "type": "t", "severity": "info", "message": "m"}
+    lines = [
+        {"tool": "line_info", "args": {"line": "red"}},
+        {"tool": "line_info", "args": {"line": "red"}, "case_id": "ZZZ-A-001"},
+        {"tool": "disruption_feed", "args": {}, "case_id": "MARTA-Q-999"},
+        {"tool": "set_disruptions", "args": {"case_id": "MARTA-Q-999", "disruptions": [disruption]}},
+        {"tool": "disruption_feed", "args": {}, "case_id": "MARTA-Q-999"},
+        {"tool": "disruption_feed", "args": {}, "case_id": "ZZZ-A-001"},
+        {"tool": "route_planner", "args": {"origin": "Nowhere"}, "case_id": "ZZZ-A-001"},
+    ]
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["tool", "--data", str(root), "--system", "marta", str(calls)]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(out) == len(lines)
+    assert out[1]["status"] == 200 and out[1]["body"] == out[0]["body"]
+    assert out[2]["body"] == {"disruptions": []}
+    assert [d["id"] for d in out[4]["body"]["disruptions"]] == ["x"]
+    assert out[5]["body"] == {"disruptions": []}  # sessions stay per case id
+    missing = out[6]["body"]["detail"][0]
+    assert out[6]["status"] == 422 and missing["loc"] == ["body", "destination"]
+    assert missing["input"] == {"origin": "Nowhere", "case_id": "ZZZ-A-001"}  # as the reference received it
