@@ -77,6 +77,21 @@ def _bench(args: argparse.Namespace):
     return Benchmark.open(args.data)
 
 
+def _add_verify(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip the SHA-256 check of the pinned benchmark files (ground truth unverified)")
+
+
+def _verified_bench(args: argparse.Namespace):
+    """The benchmark, its pinned digests checked first unless --no-verify (once per process)."""
+    from metrobench.data.root import verify_once
+
+    bench = _bench(args)
+    if not args.no_verify:
+        verify_once(bench.root)
+    return bench
+
+
 def cmd_fetch_data(args: argparse.Namespace) -> int:
     from metrobench.data.root import fetch
 
@@ -104,7 +119,7 @@ def cmd_verify_data(args: argparse.Namespace) -> int:
 def cmd_partition(args: argparse.Namespace) -> int:
     from metrobench.partition import committed_split, partition_benchmark, write_partition
 
-    bench = _bench(args)
+    bench = _verified_bench(args)
     document = partition_benchmark(bench, seed=args.seed, frac=args.frac)
     if (args.seed, args.frac) == (42, 0.25):
         committed = committed_split(bench)
@@ -143,7 +158,7 @@ def cmd_rule_agent(args: argparse.Namespace) -> int:
     from metrobench.scoring.names import check_name
     from metrobench.transcript import write_transcript
 
-    bench = _bench(args)
+    bench = _verified_bench(args)
     check_name("model", args.model)
     cases = select_cases(bench, args.system, args.partition, load_split(bench, args.split))
     records = list(run_cases(bench.system(args.system), cases, model=args.model))
@@ -159,7 +174,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from metrobench.partition import load_split
     from metrobench.scoring.runs import score_run_file
 
-    bench = _bench(args)
+    bench = _verified_bench(args)
     errata = parse_errata(args.errata)
     out = Path(args.out)
     cache = Path(args.judge_cache) if args.judge_cache else out.with_name(out.name + ".judge-cache.jsonl")
@@ -455,6 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--frac", type=float, default=0.25, help="held-out fraction")
+    _add_verify(p)
     p.set_defaults(func=cmd_partition)
 
     p = sub.add_parser("tool", help="replay tool calls from a JSONL file, one JSON answer per line")
@@ -476,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(p)
     p.add_argument("--model", default="rule-agent", help="model name recorded in the transcript")
     p.add_argument("--out", required=True, help="transcript to write (JSONL)")
+    _add_verify(p)
     p.set_defaults(func=cmd_rule_agent)
 
     p = sub.add_parser("score", help="score runs into Parquet (DIR/model=M/system=S/part.parquet)")
@@ -494,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, help="the run holds only this stratified sample (see run --sample)")
     p.add_argument("--model", help="model name (default: the run's)")
     p.add_argument("--system", help="system (default: the run's)")
+    _add_verify(p)
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("summary", help="per-system and headline Tier 1 / composite from Parquet scores")

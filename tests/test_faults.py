@@ -272,7 +272,8 @@ def test_non_utf8_bytes_and_directories_where_files_belong(root, broken_root, tm
     bench = broken_root()
     case_file = bench / "cases" / "marta_cases.json"
     case_file.write_bytes(case_file.read_bytes()[:100] + b"\xff" + case_file.read_bytes()[100:])
-    args = ["rule-agent", "--data", str(bench), "--system", "marta", "--out", str(tmp_path / "r.jsonl")]
+    args = ["rule-agent", "--data", str(bench), "--system", "marta", "--out", str(tmp_path / "r.jsonl"),
+            "--no-verify"]
     assert main(args) == 2
     assert "marta_cases.json: not UTF-8 text (byte 0xff at offset 100)" in _one_error_line(capsys)
     case_file.unlink()
@@ -432,3 +433,42 @@ def test_replay_of_unknown_case_ids_is_a_context_free_session(root, tmp_path, ca
     missing = out[6]["body"]["detail"][0]
     assert out[6]["status"] == 422 and missing["loc"] == ["body", "destination"]
     assert missing["input"] == {"origin": "Nowhere", "case_id": "ZZZ-A-001"}  # as the reference received it
+
+
+# 6. ground truth is verified against the pinned digests (once per process) unless --no-verify
+
+
+def test_a_tampered_case_file_is_refused_by_the_stages_that_read_ground_truth(root, broken_root, tmp_path,
+                                                                            capsys, monkeypatch):
+    from metrobench.data import root as data_root
+
+    bench = broken_root()
+    case_file = bench / "cases" / "marta_cases.json"
+    cases = json.loads(case_file.read_text())
+    cases[0]["ground_truth"]["fare"]["total"] += 1.0
+    case_file.write_text(json.dumps(cases, indent=2))
+    run_file = tmp_path / "r.jsonl"
+    stages = [
+        ["rule-agent", "--data", str(bench), "--system", "marta", "--partition", "holdout", "--out", str(run_file)],
+        ["partition", "--data", str(bench), "--out", str(tmp_path / "split.json")],
+    ]
+    for argv in stages:
+        assert main(argv) == 2
+        assert "marta_cases.json: SHA-256" in _one_error_line(capsys)
+    assert not run_file.exists()
+    assert main([*stages[0], "--no-verify"]) == 0  # told to: runs unverified
+    capsys.readouterr()
+    assert main(["score", "--data", str(bench), "--run", str(run_file), "--out", str(tmp_path / "s")]) == 2
+    assert "marta_cases.json: SHA-256" in _one_error_line(capsys)
+    assert not (tmp_path / "s").exists()
+    assert main(["score", "--data", str(bench), "--run", str(run_file), "--out", str(tmp_path / "s"),
+                 "--no-verify"]) == 0
+
+    case_file.write_bytes((root / "cases" / "marta_cases.json").read_bytes())  # restored
+    hashed = []
+    real = data_root.sha256_file
+    monkeypatch.setattr(data_root, "sha256_file", lambda path: hashed.append(path) or real(path))
+    for _ in range(2):
+        assert main(["rule-agent", "--data", str(bench), "--system", "marta", "--partition", "holdout",
+                     "--out", str(tmp_path / "p.jsonl")]) == 0
+    assert len(hashed) == len(data_root.pinned_release().sha256)  # hashed once for both stages
