@@ -1,7 +1,9 @@
 """``metrobench <stage>``: one command per pipeline stage, the same entry points the rules call.
 
 User mistakes (a missing file, a malformed case, a bad argument) end with one
-``metrobench: error: ...`` line and exit status 2, never a traceback.
+``metrobench: error: ...`` line and exit status 2, never a traceback: argparse's
+own errors included, and any file the system refuses (a directory where a file
+belongs, a read-only place such as /proc, a missing executable).
 """
 
 from __future__ import annotations
@@ -13,6 +15,39 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from metrobench.errors import MetrobenchError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors as one ``metrobench: error:`` line (no usage block), status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        stage = self.prog.removeprefix("metrobench").strip()
+        print(f"metrobench: error: {stage + ': ' if stage else ''}{_one_line(message)}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _one_line(message: object) -> str:
+    return "; ".join(line.strip() for line in str(message).splitlines() if line.strip())
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0-65535)")
+    return value
 
 
 def _add_data(p: argparse.ArgumentParser) -> None:
@@ -45,7 +80,23 @@ def _bench(args: argparse.Namespace):
 def cmd_doctor(args: argparse.Namespace) -> int:
     from metrobench import doctor
 
-    return doctor.main(load_study_config(args.config or args.config_default), data=args.data, results=Path(args.results))
+    config = load_study_config(args.config or args.config_default)
+    return doctor.main(config, data=args.data, results=Path(args.results))
+
+
+def _add_verify(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip the SHA-256 check of the pinned benchmark files (ground truth unverified)")
+
+
+def _verified_bench(args: argparse.Namespace):
+    """The benchmark, its pinned digests checked first unless --no-verify (once per process)."""
+    from metrobench.data.root import verify_once
+
+    bench = _bench(args)
+    if not args.no_verify:
+        verify_once(bench.root)
+    return bench
 
 
 def cmd_fetch_data(args: argparse.Namespace) -> int:
@@ -75,7 +126,7 @@ def cmd_verify_data(args: argparse.Namespace) -> int:
 def cmd_partition(args: argparse.Namespace) -> int:
     from metrobench.partition import committed_split, partition_benchmark, write_partition
 
-    bench = _bench(args)
+    bench = _verified_bench(args)
     document = partition_benchmark(bench, seed=args.seed, frac=args.frac)
     if (args.seed, args.frac) == (42, 0.25):
         committed = committed_split(bench)
@@ -114,7 +165,7 @@ def cmd_rule_agent(args: argparse.Namespace) -> int:
     from metrobench.scoring.names import check_name
     from metrobench.transcript import write_transcript
 
-    bench = _bench(args)
+    bench = _verified_bench(args)
     check_name("model", args.model)
     cases = select_cases(bench, args.system, args.partition, load_split(bench, args.split))
     records = list(run_cases(bench.system(args.system), cases, model=args.model))
@@ -130,7 +181,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from metrobench.partition import load_split
     from metrobench.scoring.runs import score_run_file
 
-    bench = _bench(args)
+    bench = _verified_bench(args)
     errata = parse_errata(args.errata)
     out = Path(args.out)
     cache = Path(args.judge_cache) if args.judge_cache else out.with_name(out.name + ".judge-cache.jsonl")
@@ -269,13 +320,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from metrobench.runner.run import run_model
     from metrobench.scoring.names import check_name
     from metrobench.serving import serve_model
+    from metrobench.transcript import transcript_lock
 
     bench = _bench(args)
     cfg = _model_config(args)
     check_name("model", cfg.name)
     cases = _run_selection(args, bench)
     log = Path(args.server_log) if args.server_log else None
-    with serve_model(cfg, log_path=log) as url:
+    with transcript_lock(Path(args.out)), serve_model(cfg, log_path=log) as url:  # lock before serving
         _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), base_url=url,
                           restart=args.restart))
     return 0
@@ -398,14 +450,14 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, help="seconds per request (default 240)")
     _add_selection(p)
     p.add_argument("--cases", help="comma-separated case ids")
-    p.add_argument("--limit", type=int, help="only the first N cases")
-    p.add_argument("--sample", type=int, help="N cases spread over the categories (the CPU demo)")
+    p.add_argument("--limit", type=_at_least_one, help="only the first N cases")
+    p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (the CPU demo)")
     p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
     p.add_argument("--restart", action="store_true", help="discard an existing transcript first")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="metrobench", description=__doc__.splitlines()[0])
+    parser = Parser(prog="metrobench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
 
     p = sub.add_parser("doctor", help="what the pipeline will use on this machine, and what is wrong")
@@ -432,6 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--frac", type=float, default=0.25, help="held-out fraction")
+    _add_verify(p)
     p.set_defaults(func=cmd_partition)
 
     p = sub.add_parser("tool", help="replay tool calls from a JSONL file, one JSON answer per line")
@@ -443,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve-tools", help="serve the tools over HTTP on 127.0.0.1")
     _add_data(p)
     p.add_argument("--system", required=True)
-    p.add_argument("--port", type=int, default=8100)
+    p.add_argument("--port", type=_port, default=8100)
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(func=cmd_serve_tools)
 
@@ -453,6 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(p)
     p.add_argument("--model", default="rule-agent", help="model name recorded in the transcript")
     p.add_argument("--out", required=True, help="transcript to write (JSONL)")
+    _add_verify(p)
     p.set_defaults(func=cmd_rule_agent)
 
     p = sub.add_parser("score", help="score runs into Parquet (DIR/model=M/system=S/part.parquet)")
@@ -471,6 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, help="the run holds only this stratified sample (see run --sample)")
     p.add_argument("--model", help="model name (default: the run's)")
     p.add_argument("--system", help="system (default: the run's)")
+    _add_verify(p)
     p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("summary", help="per-system and headline Tier 1 / composite from Parquet scores")
@@ -561,11 +616,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error, already printed on one line (2)
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return args.func(args)
     except MetrobenchError as exc:
-        print(f"metrobench: error: {exc}", file=sys.stderr)
+        print(f"metrobench: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path the system refuses: a directory, /proc, a missing binary
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"metrobench: error: {where}{_one_line(exc.strerror or exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

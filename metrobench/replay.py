@@ -6,6 +6,10 @@ same case id share one session set up exactly as the runner sets up that case
 A ``set_disruptions`` line, with the reference endpoint's body
 (``{"case_id"?, "system"?, "disruptions": [...]}``), sets a session's
 disruptions explicitly. Each output line is ``{"tool", "args", "status", "body"}``.
+
+As in the reference tool server, any ``case_id`` is accepted: one that names
+no benchmark case is simply a session with no case context (the default
+system, no disruptions, no current time), which ``set_disruptions`` can fill.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from metrobench.data.loader import Benchmark
+from metrobench.data.models import Case
+from metrobench.data.root import SYSTEM_BY_PREFIX
 from metrobench.errors import MetrobenchError
 from metrobench.tools import ToolSession, call_tool
 
@@ -35,14 +41,21 @@ class Replayer:
         key = case_id or DEFAULT
         if key not in self.sessions:
             system = self.bench.system(self.system)
-            if case_id:
-                case = self.bench.case(case_id)
+            case = self._case(case_id) if case_id else None
+            if case is not None:
                 if case.system != self.system:
                     raise MetrobenchError(f"case {case_id} belongs to {case.system}, not {self.system}")
                 self.sessions[key] = ToolSession.for_case(system, case)
             else:
-                self.sessions[key] = ToolSession(system)
+                self.sessions[key] = ToolSession(system, case_id=case_id or None)
         return self.sessions[key]
+
+    def _case(self, case_id: str) -> Case | None:
+        """The benchmark case with this id, or ``None`` when there is none (a context-free session)."""
+        system = SYSTEM_BY_PREFIX.get(case_id.split("-")[0])
+        if system is None:
+            return None
+        return next((c for c in self.bench.cases(system) if c.id == case_id), None)
 
     def call(self, tool: str, args: dict[str, Any], case_id: str | None) -> dict[str, Any]:
         if tool == "set_disruptions":
@@ -63,6 +76,8 @@ def parse_calls(lines: Iterable[str], source: str) -> Iterator[tuple[str, dict[s
             continue
         try:
             item = json.loads(line)
+        except RecursionError:
+            raise MetrobenchError(f"{source}: line {number}: invalid JSON: nested too deeply") from None
         except json.JSONDecodeError as exc:
             raise MetrobenchError(f"{source}: line {number}: invalid JSON: {exc.msg}") from None
         if not isinstance(item, dict) or not isinstance(item.get("tool"), str):
@@ -78,6 +93,10 @@ def parse_calls(lines: Iterable[str], source: str) -> Iterator[tuple[str, dict[s
 
 def replay_file(bench: Benchmark, system: str, path: Path) -> Iterator[dict[str, Any]]:
     replayer = Replayer(bench, system)
-    with path.open(encoding="utf-8") as handle:
-        for tool, args, case_id in parse_calls(handle, str(path)):
-            yield replayer.call(tool, args, case_id)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise MetrobenchError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                              f"at offset {exc.start})") from None
+    for tool, args, case_id in parse_calls(text.split("\n"), str(path)):
+        yield replayer.call(tool, args, case_id)

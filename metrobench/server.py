@@ -6,7 +6,10 @@ through :func:`metrobench.tools.call_tool`, so HTTP answers are byte-identical t
 the in-process ones. State is per case: ``POST /set_disruptions`` with a
 ``case_id`` opens a session for that case (its disruptions, its own route cache);
 calls carrying that ``case_id`` use it, calls without one use a default session.
-Unlike the reference, names that are not tools never reach anything.
+Unlike the reference, names that are not tools never reach anything, and a
+body the server cannot use (not JSON, nested too deeply to parse, not an
+object, an unknown system or a non-list ``disruptions`` on ``set_disruptions``)
+is answered 422 with a ``detail``, never a 500.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from metrobench.data.loader import Benchmark
+from metrobench.data.root import SYSTEMS
 from metrobench.tools import ToolResponse, ToolSession, call_tool
 from metrobench.tools.dispatch import render
 
@@ -62,6 +66,34 @@ def _as_http(answer: ToolResponse) -> Response:
                     media_type="application/json")
 
 
+class BadBody(Exception):
+    """A request body the server cannot use; its message is the 422's ``detail``."""
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except RecursionError:
+        raise BadBody("body is nested too deeply") from None
+    except ValueError:  # not JSON, or not UTF-8
+        raise BadBody("body must be JSON") from None
+    if not isinstance(body, dict):
+        raise BadBody("body must be a JSON object")
+    return body
+
+
+def _disruptions_request(payload: dict[str, Any]) -> dict[str, Any]:
+    """The ``set_disruptions`` body checked: a known system, a string case id, a list."""
+    system = payload.get("system")
+    if system is not None and system != "" and system not in SYSTEMS:
+        raise BadBody(f"unknown system {system!r}; use one of {', '.join(SYSTEMS)}")
+    if not isinstance(payload.get("case_id", DEFAULT_SESSION), str):
+        raise BadBody("case_id must be a string")
+    if not isinstance(payload.get("disruptions", []), list):
+        raise BadBody("disruptions must be a list")
+    return payload
+
+
 def create_app(bench: Benchmark, system: str) -> FastAPI:
     """The FastAPI application for one default system."""
     bench.system(system)  # fail at start-up, not on the first request
@@ -72,23 +104,20 @@ def create_app(bench: Benchmark, system: str) -> FastAPI:
     def health() -> dict[str, str]:
         return {"status": "ok", "system": system}
 
+    @app.exception_handler(BadBody)
+    async def bad_body(request: Request, exc: BadBody) -> Response:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
     @app.post("/set_disruptions")
     async def set_disruptions(request: Request) -> Response:
-        payload = await request.json()
-        if not isinstance(payload, dict):
-            return JSONResponse({"detail": "body must be a JSON object"}, status_code=422)
-        store.set_disruptions(payload)
+        store.set_disruptions(_disruptions_request(await _json_object(request)))
         return Response(render({"ok": True}), media_type="application/json")
 
     @app.post("/{name:path}")
     async def tool(name: str, request: Request) -> Response:
-        try:
-            arguments = await request.json()
-        except ValueError:
-            return JSONResponse({"detail": "body must be JSON"}, status_code=422)
-        if not isinstance(arguments, dict):
-            return JSONResponse({"detail": "body must be a JSON object"}, status_code=422)
-        session = store.get(arguments.get("case_id"))
+        arguments = await _json_object(request)
+        case_id = arguments.get("case_id")
+        session = store.get(case_id if isinstance(case_id, str) else None)
         return _as_http(call_tool(session, name, arguments))
 
     return app

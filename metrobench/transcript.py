@@ -7,14 +7,22 @@ cases already present. The record carries the reference runner's ``CaseResult``
 fields under the same names (spec §6.7), plus ``model`` and ``system``, so the
 scorer treats our transcripts and the reference harness's result JSON the same
 way: :func:`read_run` accepts either.
+
+One process at a time writes a transcript: :func:`transcript_lock` holds an
+OS lock (``flock``) on a sidecar file ``.<name>.lock`` beside it for the whole
+run, so a second run on the same file refuses at once instead of paying for
+every case twice or appending to a file the first is rewriting. The kernel
+drops the lock when the process ends, however it ends; the empty sidecar stays.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -106,6 +114,53 @@ class TranscriptWriter:
         self.close()
 
 
+#: Transcripts this process holds the lock of (resolved path -> nesting depth).
+_HELD: dict[str, int] = {}
+
+
+def lock_path(path: Path) -> Path:
+    path = Path(path)
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextmanager
+def transcript_lock(path: Path) -> Iterator[None]:
+    """Hold the transcript's writer lock, or refuse when another process holds it.
+
+    Re-entrant within one process (``bench`` takes it before starting a server,
+    the run takes it again); flock locks belong to the open file, so a nested
+    acquisition must not open the sidecar a second time.
+    """
+    path = Path(path)
+    key = str(path.resolve())
+    if _HELD.get(key):
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
+    sidecar = lock_path(path)
+    try:
+        sidecar.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(sidecar, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise MetrobenchError(f"{path}: cannot create the lock file {sidecar}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise MetrobenchError(f"{path}: another metrobench process is writing this transcript "
+                                  f"(lock {sidecar.name}); wait for it to finish or use another --out") from None
+        _HELD[key] = 1
+        try:
+            yield
+        finally:
+            del _HELD[key]
+    finally:
+        os.close(fd)  # closing the only descriptor releases the lock
+
+
 def _drop_partial_last_line(path: Path) -> None:
     """Cut a line left unfinished by a killed writer, so appends start on a fresh line."""
     if not path.exists() or path.stat().st_size == 0:
@@ -129,19 +184,31 @@ def write_transcript(path: Path, records: Iterable[CaseRecord]) -> None:
     os.replace(tmp, path)
 
 
+def read_text(path: Path) -> str:
+    """A run file's text; a byte that is not UTF-8 is an error naming the file and offset."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        raise MetrobenchError(f"{path}: line {line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                              f"at offset {exc.start})") from None
+
+
 def iter_transcript(path: Path) -> Iterator[CaseRecord]:
     """Records of a JSONL transcript; a malformed line is an error naming the file and line.
 
     An unterminated last line is what a killed writer leaves behind: it is
     skipped with a warning (that case then counts as missing, never dropped).
     """
-    text = Path(path).read_text(encoding="utf-8")
+    text = read_text(Path(path))
     lines = text.split("\n")
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             raw = json.loads(line)
+        except RecursionError:
+            raise MetrobenchError(f"{path}: line {number}: JSON nested too deeply") from None
         except json.JSONDecodeError as exc:
             if number == len(lines):  # no newline after it: an interrupted write
                 print(f"metrobench: warning: {path}: line {number}: unfinished record skipped "
@@ -162,10 +229,10 @@ def read_run(path: Path | str) -> Run:
     path = Path(path)
     if not path.is_file():
         raise MetrobenchError(f"{path}: no such run file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         doc = None  # several objects, one per line: a transcript
     reference = isinstance(doc, dict) and "results" in doc and "case_id" not in doc
     if reference:

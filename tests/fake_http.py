@@ -2,8 +2,10 @@
 
 Subclasses implement :meth:`FakeJSONServer.answer`, turning one recorded
 request (``path``, ``query``, lower-cased ``headers``, parsed ``body``) into
-``(status, payload, headers)``. Used as a context manager: started on
-127.0.0.1 and a free port on entry, stopped on exit.
+``(status, payload, headers)``; a ``bytes`` payload is sent as it is (as
+``text/html`` unless the headers say otherwise), for replies that are not
+JSON. Used as a context manager: started on 127.0.0.1 and a free port on
+entry, stopped on exit.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ class FakeJSONServer:
                 with fake.lock:
                     fake.requests.append(request)
                 status, payload, headers = fake.answer(request)
-                data = json.dumps(payload).encode()
+                raw = isinstance(payload, bytes)
+                data = payload if raw else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                if "content-type" not in {k.lower() for k in headers}:
+                    self.send_header("content-type", "text/html" if raw else "application/json")
                 self.send_header("content-length", str(len(data)))
                 for key, value in headers.items():
                     self.send_header(key, value)

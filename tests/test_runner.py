@@ -94,7 +94,7 @@ def test_a_full_case_with_a_rejected_then_accepted_submission(bench, tmp_path):
     assert record.response["outcome"] == "route_and_fare_ready"
     assert record.reasoning_content == "all checked"
     assert record.input_tokens == 400 and record.output_tokens == 80
-    assert record.meta["config"] == cfg("x").fingerprint()
+    assert record.meta["config"] == cfg("http://x").fingerprint()  # the URL is not in it
     # assistant messages go back with content "" (never null) and their extra fields
     second = api.requests[1]["body"]["messages"]
     assert second[2]["role"] == "assistant" and second[2]["content"] == ""

@@ -210,7 +210,7 @@ def test_odd_inputs_score_as_if_coerced_instead_of_crashing(bench):
     result = by_name(score(bench, "BART-B-001", strings, PLAN))
     assert result["route_correct"] == (10, 10)
     assert result["fare_correct"] == (15, 15)
-    assert result["passenger_summary_correct"] == (5, 5)
+    assert result["passenger_summary_correct"] == (0, 5)  # "1" != 1 in the reference too: no coercion
     assert result["fare_breakdown_correct"] == (5, 5)
 
     junk = copy.deepcopy(answer)
@@ -231,6 +231,27 @@ def test_odd_inputs_score_as_if_coerced_instead_of_crashing(bench):
     assert result["renderable_state_validity"] == (3, 5)
     assert result["purchase_gate_correct"] == (0, 5)
     assert result["no_tool_hallucination"] == (0, 10)  # two unnamed calls count as invented
+
+
+def test_passenger_counts_as_strings_score_as_the_reference_scores_them(bench):
+    """Coerced only where the reference crashes (``"1" > 0`` for a key it expects 0 of)."""
+    answer = gt_answer(bench, "BART-B-003")  # 1 adult, 1 child, 1 free rider expected
+
+    def passengers(summary: dict) -> tuple:
+        odd = copy.deepcopy(answer)
+        odd["ui_updates"]["fare_quote"]["passenger_summary"] = summary
+        return by_name(score(bench, "BART-B-003", odd, PLAN))["passenger_summary_correct"]
+
+    exact = {"adults": 1, "children": 1, "seniors": 0, "disabled": 0, "free_riders": 1}
+    assert passengers(exact) == (5, 5)
+    assert passengers({**exact, "adults": "1"}) == (3, 5)  # counted, and "1" != 1
+    assert passengers({**exact, "adults": "1", "children": "1", "free_riders": 1.0}) == (3, 5)
+    assert passengers({**exact, "adults": True}) == (5, 5)  # True == 1 in Python, as in the reference
+    # where the reference would raise (a string or null compared with 0), read it as a number
+    assert passengers({**exact, "seniors": "0"}) == (5, 5)
+    assert passengers({**exact, "seniors": None}) == (5, 5)
+    assert passengers({**exact, "seniors": "2"}) == (3, 5)  # a senior more than expected
+    assert passengers({**exact, "seniors": "lots"}) == (5, 5)
 
 
 def test_missing_cases_are_scored_as_failures_not_dropped(bench):

@@ -71,3 +71,24 @@ def test_sessions_per_case_over_http(server):
     mine = httpx.post(f"{server}/disruption_feed", json={"case_id": "C1"}).json()
     other = httpx.post(f"{server}/disruption_feed", json={"case_id": "C2"}).json()
     assert [d["id"] for d in mine["disruptions"]] == ["d1"] and other == {"disruptions": []}
+
+
+DEEP = "[" * 10000 + "]" * 10000
+
+
+@pytest.mark.parametrize("path,body,detail", [
+    ("set_disruptions", b"{not json", "body must be JSON"),
+    ("set_disruptions", b'{"case_id": "C9", "system": "atlantis", "disruptions": []}', "unknown system 'atlantis'"),
+    ("set_disruptions", b'{"case_id": "C9", "disruptions": {"id": "d"}}', "disruptions must be a list"),
+    ("set_disruptions", b'{"case_id": ["C9"], "disruptions": []}', "case_id must be a string"),
+    ("set_disruptions", b"[1, 2]", "body must be a JSON object"),
+    ("set_disruptions", ('{"case_id": "C9", "disruptions": ' + DEEP + "}").encode(), "nested too deeply"),
+    ("route_planner", ('{"origin": ' + DEEP + "}").encode(), "nested too deeply"),
+    ("route_planner", b"\xff\xfe", "body must be JSON"),
+])
+def test_unusable_bodies_are_422_not_500(server, path, body, detail):
+    response = httpx.post(f"{server}/{path}", content=body, headers={"content-type": "application/json"},
+                          timeout=10)
+    assert response.status_code == 422
+    assert detail in response.json()["detail"]
+    assert httpx.get(f"{server}/health", timeout=5).status_code == 200  # and it keeps serving

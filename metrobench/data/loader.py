@@ -75,8 +75,17 @@ def _read(path: Path, parse, kind: str, error: type[Exception], where) -> Any:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DataError(str(path), "file not found") from None
+    except IsADirectoryError:
+        raise DataError(str(path), "is a directory, not a file") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(str(path), f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+                                   f"at offset {exc.start})") from None
+    except OSError as exc:
+        raise DataError(str(path), exc.strerror or str(exc)) from None
     try:
         return parse(text)
+    except RecursionError:
+        raise DataError(str(path), f"invalid {kind}: nested too deeply") from None
     except error as exc:
         raise DataError(str(path), f"invalid {kind}{where(exc)}") from None
 
@@ -89,7 +98,16 @@ def read_json(path: Path) -> Any:
 
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file."""
-    return _read(path, yaml.safe_load, "YAML", yaml.YAMLError, lambda e: f": {e}")
+    return _read(path, yaml.safe_load, "YAML", yaml.YAMLError, _yaml_where)
+
+
+def _yaml_where(exc: Exception) -> str:
+    """A YAML syntax error on one line: what went wrong and where (PyYAML's text spans lines)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem and mark is not None:
+        return f" at line {mark.line + 1} column {mark.column + 1}: {problem}"
+    return ": " + " ".join(str(exc).split())
 
 
 def _loc(loc: Iterable[int | str]) -> str:

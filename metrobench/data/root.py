@@ -5,7 +5,9 @@ The benchmark root is a folder laid out like the public MetroLLM-Bench repositor
 reads it from a configured path, from ``METROBENCH_DATA``, or from a clone that
 :func:`fetch` makes at the pinned commit. Every file whose content decides a
 score is pinned by SHA-256, so a modified or truncated copy is caught before a
-single case runs.
+single case runs. The stages that read ground truth (``rule-agent``,
+``partition``, ``score``) check the digests through :func:`verify_once`: the
+whole release is about 7 MB, hashed once per process and root.
 """
 
 from __future__ import annotations
@@ -116,6 +118,18 @@ def verify_checksums(root: Path, files: list[str] | None = None) -> list[str]:
                 "this file was modified or comes from another commit",
             )
     return names
+
+
+#: Roots whose pinned files this process has already verified.
+_VERIFIED: set[Path] = set()
+
+
+def verify_once(root: Path) -> None:
+    """:func:`verify_checksums` for ``root``, done at most once per process (it passed: no rework)."""
+    key = Path(root).resolve()
+    if key not in _VERIFIED:
+        verify_checksums(key)
+        _VERIFIED.add(key)
 
 
 def fetch(dest: Path, *, repository: str | None = None, commit: str | None = None,

@@ -14,6 +14,10 @@ Every dialect answers in the same chat shape (an assistant message with
 Requests are retried on 429, 5xx, time-outs and connection errors with
 exponential backoff (``retry-after`` honoured); what still fails raises
 :class:`EndpointError` with the reference's ``"<status>: <body[:500]>"`` text.
+A malformed HTTP 200 reply (a body that is not JSON, such as a proxy's HTML
+page, or JSON without a usable ``choices[0].message`` / Responses ``output``)
+is treated the same way: retried, then a retryable :class:`EndpointError`
+(``"malformed reply: ..."``) that the loop records on the case.
 """
 
 from __future__ import annotations
@@ -36,6 +40,15 @@ class EndpointError(Exception):
     def __init__(self, message: str, *, retryable: bool) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class MalformedReply(Exception):
+    """An HTTP 200 whose body is not the shape the dialect promises (transient: retried)."""
+
+
+def _snippet(value: Any) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return " ".join(text.split())[:200]
 
 
 @dataclass
@@ -213,17 +226,9 @@ class ChatClient:
     async def _once(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ChatReply:
         if self.cfg.provider == "azure_responses":
             response = await self.client.responses.create(**self.responses_kwargs(messages, tools))
-            return chat_from_responses(response.model_dump(mode="json"))
+            return _read_reply(response, _responses_reply)
         reply = await self.client.chat.completions.create(**self.chat_kwargs(messages, tools))
-        choice = reply.choices[0]
-        message = choice.message.model_dump(mode="json", exclude_none=True)
-        message["content"] = message.get("content") or ""
-        usage = reply.usage
-        cached = None
-        if usage is not None and usage.prompt_tokens_details is not None:
-            cached = usage.prompt_tokens_details.cached_tokens
-        return ChatReply(message, choice.finish_reason, usage.prompt_tokens if usage else 0,
-                         usage.completion_tokens if usage else 0, cached)
+        return _read_reply(reply, _chat_reply)
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ChatReply:
         """One model turn, retried on transient failures."""
@@ -246,6 +251,10 @@ class ChatClient:
                 if attempt == attempts:
                     raise EndpointError(f"{type(exc).__name__}: {exc}", retryable=True) from None
                 delay = None
+            except MalformedReply as exc:
+                if attempt == attempts:
+                    raise EndpointError(f"malformed reply: {exc}", retryable=True) from None
+                delay = None
             if delay is None:
                 delay = self.cfg.backoff_s * 2 ** (attempt - 1) * (1 + random.random() / 4)
             await asyncio.sleep(min(delay, 60.0))
@@ -253,6 +262,46 @@ class ChatClient:
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+def _read_reply(reply: Any, read: Any) -> ChatReply:
+    """``read(reply)``, with any failure to find the promised shape as :class:`MalformedReply`.
+
+    The SDK returns the body text when a 200 is not JSON, and builds its models
+    without validation, so a JSON reply of the wrong shape shows up only as an
+    attribute, type or index error here.
+    """
+    if not hasattr(reply, "model_dump"):
+        raise MalformedReply(f"HTTP 200 body is not a JSON object: {_snippet(reply)}")
+    try:
+        return read(reply)
+    except MalformedReply:
+        raise
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        raise MalformedReply(f"{type(exc).__name__}: {exc}") from None
+
+
+def _chat_reply(reply: Any) -> ChatReply:
+    choices = reply.choices
+    if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
+        raise MalformedReply(f"HTTP 200 body has no choices[0].message: "
+                             f"{_snippet(reply.model_dump(mode='json'))}")
+    choice = choices[0]
+    message = choice.message.model_dump(mode="json", exclude_none=True)
+    message["content"] = message.get("content") or ""
+    usage = reply.usage
+    cached = None
+    if usage is not None and usage.prompt_tokens_details is not None:
+        cached = usage.prompt_tokens_details.cached_tokens
+    return ChatReply(message, choice.finish_reason, usage.prompt_tokens if usage else 0,
+                     usage.completion_tokens if usage else 0, cached)
+
+
+def _responses_reply(response: Any) -> ChatReply:
+    dumped = response.model_dump(mode="json")
+    if not isinstance(dumped.get("output"), list):
+        raise MalformedReply(f"HTTP 200 body has no output list: {_snippet(dumped)}")
+    return chat_from_responses(dumped)
 
 
 def _retry_after(exc: Any) -> float | None:

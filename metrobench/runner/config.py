@@ -6,6 +6,11 @@ variable that holds the key. :meth:`ModelConfig.fingerprint` hashes exactly
 the settings that change what the model produces, so a resumed run can refuse
 to mix transcripts made under different settings, while the URL, port,
 concurrency and timeouts may change freely between attempts.
+
+Limits are checked when the config is read, so a bad value fails at once with
+one line instead of slowly on every case: ``max_rounds``, ``retries``,
+``max_tokens`` and ``concurrency`` are at least 1, ``timeout_s`` is positive
+and ``base_url`` is an ``http://`` or ``https://`` URL with a host.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from metrobench.data.loader import read_yaml
 from metrobench.errors import MetrobenchError
@@ -67,7 +73,7 @@ class ModelConfig(BaseModel):
     top_k: int | None = None
     min_p: float | None = None
     seed: int | None = None
-    max_tokens: int = 4096
+    max_tokens: int = Field(4096, ge=1)
     thinking: bool | None = None               # chat_template_kwargs.enable_thinking (local servers)
     reasoning_effort: str | None = None        # passed through as given (minimal ... xhigh)
     # "auto" is every API's default when tools are given, and llama-cpp-python's
@@ -80,12 +86,23 @@ class ModelConfig(BaseModel):
     tool_parser: ToolParser = "auto"
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    max_rounds: int = 20
-    timeout_s: float = 240.0
-    retries: int = 5                           # attempts per request, 429/5xx/connection errors
-    backoff_s: float = 1.0                     # first retry delay; doubles each attempt
-    concurrency: int | None = None
+    max_rounds: int = Field(20, ge=1)
+    timeout_s: float = Field(240.0, gt=0)
+    retries: int = Field(5, ge=1)              # attempts per request, 429/5xx/connection errors
+    backoff_s: float = Field(1.0, ge=0)        # first retry delay; doubles each attempt
+    concurrency: int | None = Field(None, ge=1)
     serving: Serving | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http:// or https:// URL with a host "
+                             "(e.g. http://127.0.0.1:8080/v1)")
+        return value
 
     @property
     def served_model(self) -> str:

@@ -5,8 +5,10 @@ killed run loses only the cases in flight. A rerun skips the cases already
 recorded, except those that ended on an endpoint failure (429/5xx after all
 retries, time-outs, a dead server): those are redone. Every record carries
 the model-config fingerprint and its case's hash; a rerun under a different
-configuration or against a changed case refuses to mix them unless told to
-start over.
+configuration, against a changed case or for another system refuses to mix
+them unless told to start over. The whole run, resume check included, holds
+the transcript's lock (:func:`~metrobench.transcript.transcript_lock`): a
+second run on the same file refuses instead of doubling or losing cases.
 """
 
 from __future__ import annotations
@@ -21,20 +23,23 @@ from pathlib import Path
 from typing import TextIO
 
 from metrobench.data.loader import SystemData
+from metrobench.data.root import SYSTEM_BY_PREFIX
 from metrobench.data.models import Case
 from metrobench.errors import MetrobenchError
 from metrobench.runner.client import ChatClient
 from metrobench.runner.config import ModelConfig
 from metrobench.runner.loop import run_case
-from metrobench.transcript import CaseRecord, TranscriptWriter, iter_transcript, write_transcript
+from metrobench.transcript import (CaseRecord, TranscriptWriter, iter_transcript, transcript_lock,
+                                  write_transcript)
 
 
 def case_hash(case: Case) -> str:
     return hashlib.sha256(json.dumps(case.raw, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: bool) -> set[str]:
-    """Ids already done in ``path``; drops retryable failures; refuses mismatched settings."""
+def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: bool,
+                   system: str | None = None) -> set[str]:
+    """Ids already done in ``path``; drops retryable failures; refuses mismatched settings or system."""
     path = Path(path)
     if restart and path.exists():
         path.unlink()
@@ -46,6 +51,11 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
     done: set[str] = set()
     redo = 0
     for record in iter_transcript(path):
+        recorded = record.system or SYSTEM_BY_PREFIX.get(record.case_id.split("-")[0], "")
+        if system is not None and recorded != system:
+            raise MetrobenchError(
+                f"{path}: case {record.case_id} is a {recorded or 'unknown system'} case, not {system}; "
+                f"write {system} to another file (or rerun with --restart to start over)")
         config = record.meta.get("config")
         if config != fingerprint:
             raise MetrobenchError(
@@ -144,13 +154,14 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
               base_url: str | None = None, restart: bool = False,
               progress_stream: TextIO | None = None) -> RunSummary:
     """Run ``cases`` (skipping those already in ``out``) and append their records to ``out``."""
-    done = prepare_resume(out, cfg, cases, restart=restart)
-    todo = order_for_cache([c for c in cases if c.id not in done])
-    start = time.perf_counter()
-    failed = 0
-    if todo:
-        client = ChatClient(cfg, base_url=base_url)
-        progress = Progress(len(todo), f"{cfg.name}/{system.name}", progress_stream)
-        with TranscriptWriter(out) as writer:
-            failed = asyncio.run(_run(cfg, system, todo, writer, client, progress))
+    with transcript_lock(out):
+        done = prepare_resume(out, cfg, cases, restart=restart, system=system.name)
+        todo = order_for_cache([c for c in cases if c.id not in done])
+        start = time.perf_counter()
+        failed = 0
+        if todo:
+            client = ChatClient(cfg, base_url=base_url)
+            progress = Progress(len(todo), f"{cfg.name}/{system.name}", progress_stream)
+            with TranscriptWriter(out) as writer:
+                failed = asyncio.run(_run(cfg, system, todo, writer, client, progress))
     return RunSummary(Path(out), len(todo), len(cases) - len(todo), failed, time.perf_counter() - start)

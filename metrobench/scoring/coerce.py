@@ -7,7 +7,8 @@ it could compute comes out identical. Where it would raise (a number written as
 a string, ``null`` where an object belongs, a list where a dict belongs) they
 return what pydantic's lax mode would have made of the value, or an empty
 container, so one odd answer scores as a wrong answer instead of aborting the
-whole run.
+whole run. A value the reference compares without crashing is compared as
+written (a passenger count ``"2"`` is not equal to ``2`` there, so not here).
 """
 
 from __future__ import annotations

@@ -443,6 +443,26 @@ def expected_passengers(case: dict[str, Any]) -> dict[str, Any]:
     return expected
 
 
+def _passenger_field(want: Any, got: Any) -> tuple[bool, bool]:
+    """(counted, correct) for one passenger key, exactly as the reference decides it.
+
+    The reference evaluates ``want > 0 or got > 0`` and then ``got == want``
+    on the value as written. When ``want > 0`` the first test short-circuits,
+    so a count written as a string (``"2"``) is counted and is simply not equal
+    to the number: no coercion there. Only when ``want`` is not positive does
+    it compare ``got > 0``, which raises on a string or ``null``; there alone
+    the value is read as a number (unreadable: 0).
+    """
+    if want > 0:
+        return True, got == want
+    if not isinstance(got, (int, float)):
+        got = as_number(got)
+        got = 0 if got is None else got
+    if got > 0:
+        return True, got == want
+    return False, False
+
+
 def passenger_summary_correct(view: CaseView) -> Score:
     if not view.response:
         return 0, "No response"
@@ -453,13 +473,9 @@ def passenger_summary_correct(view: CaseView) -> Score:
     expected = expected_passengers(view.case)
     correct = counted = 0
     for key in PAX_KEYS:
-        want = expected.get(key, 0)
-        got = as_number(summary.get(key, 0))
-        got = 0 if got is None else got
-        if want > 0 or got > 0:
-            counted += 1
-            if got == want:
-                correct += 1
+        counts, right = _passenger_field(expected.get(key, 0), summary.get(key, 0))
+        counted += counts
+        correct += right
     if counted == 0:
         return 5, "No passengers to check"
     if correct == counted:

@@ -42,7 +42,9 @@ class Backend(Protocol):
 
 
 class RetryableError(Exception):
-    """A failure worth another attempt: HTTP 429, 5xx (529 included), connection errors."""
+    """A failure worth another attempt: HTTP 429, 5xx (529 included), connection errors,
+    and an HTTP 200 whose body is not the API's reply shape (a proxy's HTML page, JSON
+    without ``content`` or ``choices``)."""
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -71,6 +73,12 @@ def _classify(exc: Exception, backend: str) -> Exception:
     return exc
 
 
+def _malformed(backend: str, reply: Any, exc: Exception) -> RetryableError:
+    """A 200 the SDK could not read (it hands back the body text when it is not JSON)."""
+    what = "not JSON" if isinstance(reply, str) else f"{type(exc).__name__}: {exc}"
+    return RetryableError(f"{backend}: malformed reply ({what})")
+
+
 class AnthropicBackend:
     """Claude through the Messages API (``ANTHROPIC_API_KEY``; base URL overridable for tests)."""
 
@@ -97,7 +105,10 @@ class AnthropicBackend:
                 messages=[{"role": "user", "content": prompt}], extra_body={"temperature": 0})
         except Exception as exc:  # noqa: BLE001 - sorted into retryable / fatal below
             raise _classify(exc, "anthropic") from None
-        return "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
+        try:
+            return "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
+        except (AttributeError, TypeError) as exc:
+            raise _malformed("anthropic", message, exc) from None
 
 
 class OpenAIBackend:
@@ -123,7 +134,11 @@ class OpenAIBackend:
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": prompt}])
         except Exception as exc:  # noqa: BLE001
             raise _classify(exc, "openai") from None
-        return reply.choices[0].message.content or ""
+        try:
+            content = reply.choices[0].message.content
+        except (AttributeError, TypeError, IndexError, KeyError) as exc:
+            raise _malformed("openai", reply, exc) from None
+        return content if isinstance(content, str) else ""
 
 
 def cache_key(task: JudgeTask, model: str, system: str = JUDGE_SYSTEM) -> str:

@@ -1,4 +1,10 @@
-"""Scoring run files end to end: which system and model, which cases, where the rows go."""
+"""Scoring run files end to end: which system and model, which cases, where the rows go.
+
+A run's records say which system they belong to (their ``system`` field, else
+their case-id prefix). An explicit ``--system`` that disagrees with them is
+refused before anything is written: scoring a doha run as marta would
+otherwise replace marta's real scores with a file of "missing" cases.
+"""
 
 from __future__ import annotations
 
@@ -17,9 +23,24 @@ from metrobench.scoring.names import check_name
 from metrobench.scoring.store import write_scores
 from metrobench.transcript import MISSING, Run, read_run
 
+def record_systems(run: Run) -> Counter:
+    """How many records of ``run`` belong to each system (by field, else by case-id prefix)."""
+    found: Counter = Counter()
+    for record in run.records:
+        system = record.system or SYSTEM_BY_PREFIX.get(record.case_id.split("-")[0], "")
+        if system:
+            found[system] += 1
+    return found
+
+
 def infer_system(run: Run, explicit: str | None) -> str:
     if explicit:
         system = explicit
+        others = {s: n for s, n in record_systems(run).items() if s != explicit}
+        if others:
+            listed = ", ".join(f"{n} {s}" for s, n in sorted(others.items()))
+            raise MetrobenchError(f"{run.path}: --system {explicit}, but the run holds {listed} case records; "
+                                  "score it under its own system (omit --system)")
     elif run.system:
         system = run.system
     else:

@@ -3,8 +3,11 @@
 ``DIR/model=M/system=S/part.parquet`` holds one scored run. Model and system
 live in the path (that is what hive partitioning means), so
 ``pandas.read_parquet(DIR)`` returns every row with both. Each file is
-written to a hidden temporary name and renamed into place, so a reader never
-sees half a file and an interrupted scoring run leaves the old scores intact.
+written to a hidden temporary name, fsynced and renamed into place (the folder
+fsynced after), so a reader never sees half a file and an interrupted scoring
+run leaves the old scores intact. The temporary file goes on any exit Python
+sees (an exception, Ctrl-C); one left by a killed process is removed by the
+next write to that folder. A file that is not Parquet is one error naming it.
 Rows are in case-file order, components in the reference's breakdown order:
 the aggregation sums in that order.
 """
@@ -63,18 +66,49 @@ def to_table(scores: Sequence[CaseScore], partitions: dict[str, str]) -> pa.Tabl
     return pa.table(columns, schema=FILE_SCHEMA)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: Path, name: str) -> None:
+    """Delete ``.<name>.<pid>.tmp`` files whose writer is no longer running (a killed write)."""
+    for tmp in folder.glob(f".{name}.*.tmp"):
+        pid = tmp.name[len(name) + 2:-len(".tmp")]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_scores(out: Path, model: str, system: str, scores: Sequence[CaseScore],
                  partitions: dict[str, str]) -> Path:
     """Write one run's scores atomically; returns the file written."""
     path = partition_path(out, model, system)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path.parent, path.name)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    table = to_table(scores, partitions)
     try:
-        pq.write_table(to_table(scores, partitions), tmp, compression="zstd")
+        with open(tmp, "wb") as fh:
+            pq.write_table(table, fh, compression="zstd")
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -87,8 +121,12 @@ def read_scores(path: Path | str, *, models: Iterable[str] | None = None) -> pa.
 
     partitioning = ds.partitioning(pa.schema([("model", pa.string()), ("system", pa.string())]),
                                    flavor="hive")
-    dataset = ds.dataset(path, format="parquet", partitioning=partitioning, schema=SCHEMA)
-    table = dataset.to_table()
+    try:
+        dataset = ds.dataset(path, format="parquet", partitioning=partitioning, schema=SCHEMA)
+        table = dataset.to_table()
+    except (pa.ArrowInvalid, OSError) as exc:  # a truncated, empty or foreign file
+        message = " ".join(str(exc).split())
+        raise MetrobenchError(f"{path}: unreadable scores ({message[:300]}); rescore that run") from None
     if models is not None:
         wanted = set(models)
         mask = [m in wanted for m in table.column("model").to_pylist()]
