@@ -343,7 +343,7 @@ def test_invalid_yaml_and_a_missing_server_binary(root, tmp_path, capsys):
     config.write_text(f"name: m\nserving: {{gguf: {gguf}, binary: {tmp_path}/no-such/llama-server}}\n")
     assert main(["bench", "--data", str(root), "--system", "marta", "--model-config", str(config),
                  "--limit", "1", "--out", str(tmp_path / "b.jsonl")]) == 2
-    assert "no-such/llama-server: No such file or directory" in _one_error_line(capsys)
+    assert "no-such/llama-server' (serving.binary) is not an executable file" in _one_error_line(capsys)
 
 
 # 9. Parquet writes: fsynced before the rename, no temporary file left behind
