@@ -213,7 +213,7 @@ def test_a_full_case_called_through_text_blocks(bench, tmp_path):
     verbatim = record.meta["text_tool_replies"]
     assert [r["round"] for r in verbatim] == [1, 2, 3, 4]
     assert verbatim[0]["content"].startswith('<tool_call>\n{"name": "route_planner"')
-    assert record.meta["config"] == cfg("x").fingerprint()
+    assert record.meta["config"] == cfg("http://127.0.0.1:9/v1").fingerprint()
     assert score_records(bench, tmp_path / "t.jsonl")["MARTA-A-001"].tier1_pct == 100.0
 
 
@@ -224,7 +224,7 @@ def test_tool_parser_none_leaves_a_text_block_as_a_plain_text_answer(bench, tmp_
     assert record.api_rounds == 1 and record.error is None
     assert record.tool_calls_made == [] and record.response is None
     assert record.raw_content.startswith("<tool_call>") and "text_tool_replies" not in record.meta
-    assert record.meta["config"] != cfg("x").fingerprint()
+    assert record.meta["config"] != cfg("http://127.0.0.1:9/v1").fingerprint()
 
 
 class ScriptedClient:

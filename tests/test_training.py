@@ -13,6 +13,8 @@ import pytest
 from metrobench.cli import main
 from metrobench.data import SYSTEMS
 from metrobench.partition import load_split
+from metrobench.runner.config import load_model_config
+from metrobench.serving import chat_template_path
 from metrobench.training.chat_template import INFERENCE_TEMPLATE, TRAIN_TEMPLATE
 from metrobench.training.trainset import (
     Example,
@@ -179,7 +181,10 @@ def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, 
     llm = llama_cpp.Llama(str(q4), n_ctx=512, verbose=False)
     try:
         assert llm.metadata["general.architecture"] == "qwen3"
-        assert "<tool_call>" in llm.metadata.get("tokenizer.chat_template", "")
+        # the student carries exactly the template its base is benchmarked with
+        base = load_model_config(REPO / "config" / "models" / "smollm2-135m.yaml").serving
+        served = chat_template_path(base.chat_template_file, tmp_path).read_text()
+        assert llm.metadata["tokenizer.chat_template"] == INFERENCE_TEMPLATE == served
         reply = llm("<|im_start|>user\nFrom Airport to Midtown<|im_end|>\n<|im_start|>assistant\n",
                     max_tokens=8, temperature=0.0)
         assert reply["usage"]["completion_tokens"] > 0
