@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
+from metrobench.errors import MetrobenchError
 from metrobench.tools import ToolResponse, ToolSession, call_tool
 from metrobench.tools.dispatch import render
 
@@ -124,7 +125,21 @@ def create_app(bench: Benchmark, system: str) -> FastAPI:
 
 
 def serve(bench: Benchmark, system: str, port: int, host: str = "127.0.0.1") -> None:
-    """Run the server until interrupted (loopback only by default)."""
+    """Run the server until interrupted (loopback only by default).
+
+    The port is bound here first, so a port in use is one clear error instead of
+    uvicorn's log line and exit status 3.
+    """
+    import socket
+
     import uvicorn
 
-    uvicorn.run(create_app(bench, system), host=host, port=port, log_level="warning")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a listener still refuses the port
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise MetrobenchError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    server = uvicorn.Server(uvicorn.Config(create_app(bench, system), log_level="warning"))
+    server.run(sockets=[sock])

@@ -472,3 +472,14 @@ def test_a_tampered_case_file_is_refused_by_the_stages_that_read_ground_truth(ro
         assert main(["rule-agent", "--data", str(bench), "--system", "marta", "--partition", "holdout",
                      "--out", str(tmp_path / "p.jsonl")]) == 0
     assert len(hashed) == len(data_root.pinned_release().sha256)  # hashed once for both stages
+
+
+def test_serve_tools_on_a_port_in_use_is_one_error_line(root, capsys):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve-tools", "--data", str(root), "--system", "marta", "--port", str(port)]) == 2
+    assert f"cannot serve on 127.0.0.1:{port}: Address already in use" in _one_error_line(capsys)
