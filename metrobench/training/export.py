@@ -7,6 +7,18 @@ student — and saved as safetensors with the serving chat template. llama.cpp's
 configured llama.cpp checkout, or from the llama-cpp-python source distribution
 of the installed version (fetched once with pip and cached). Quantisation uses
 ``llama_cpp.llama_model_quantize`` or a configured ``llama-quantize`` binary.
+
+Two Qwen3.5 facts shape this module. transformers drops Qwen3.5's ``mtp.*``
+(multi-token prediction) weights on load, yet the merged ``config.json`` keeps
+``mtp_num_hidden_layers: 1``; the converter then declares ``n_layer + 1``
+blocks with no tensors for the last one and the GGUF does not load
+(ggml-org/llama.cpp#26916). Dropping the setting is no cure with the vendored
+converter (it then asserts it found MTP tensors), so a model that declares MTP
+but carries no MTP tensors is converted with ``--no-mtp``. And because such a
+defect only shows when llama.cpp loads the file, :func:`quantize` ends by
+loading the quantised GGUF and generating one token in a subprocess
+(:func:`check_generates`): a broken file stops the chain at its own rule with
+llama.cpp's error line, not hours later at server start.
 """
 
 from __future__ import annotations
@@ -101,8 +113,40 @@ def llama_cpp_source(checkout: str | None = None) -> Path:
     return root
 
 
+def declared_mtp_layers(model_dir: Path) -> int:
+    """``mtp_num_hidden_layers`` of a model folder's config (top level or ``text_config``), else 0."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    for scope in (config, config.get("text_config") or {}):
+        if scope.get("mtp_num_hidden_layers"):
+            return int(scope["mtp_num_hidden_layers"])
+    return 0
+
+
+def has_mtp_tensors(model_dir: Path) -> bool:
+    """Whether any safetensors file of the folder holds an ``mtp.*`` tensor (read from the headers only)."""
+    import struct
+
+    for path in Path(model_dir).glob("*.safetensors"):
+        with open(path, "rb") as fh:
+            (size,) = struct.unpack("<Q", fh.read(8))
+            names = json.loads(fh.read(size))
+        if any(n.startswith(("mtp.", "model.mtp.")) for n in names):
+            return True
+    return False
+
+
+def converter_flags(model_dir: Path, source: Path) -> list[str]:
+    """Extra converter options the model needs: ``--no-mtp`` for an MTP setting without MTP weights."""
+    if not declared_mtp_layers(model_dir) or has_mtp_tensors(model_dir):
+        return []
+    if "--no-mtp" not in (source / "convert_hf_to_gguf.py").read_text(encoding="utf-8"):
+        raise MetrobenchError(f"{model_dir} declares an MTP block it has no weights for, and the converter in "
+                              f"{source} has no --no-mtp: the GGUF would not load (use a newer llama.cpp)")
+    return ["--no-mtp"]
+
+
 def convert_to_gguf(model_dir: Path, out: Path, *, checkout: str | None = None, outtype: str = "f16") -> Path:
-    """``convert_hf_to_gguf.py`` on a merged model folder."""
+    """``convert_hf_to_gguf.py`` on a merged model folder (``--no-mtp`` where the model needs it)."""
     source = llama_cpp_source(checkout)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -110,15 +154,47 @@ def convert_to_gguf(model_dir: Path, out: Path, *, checkout: str | None = None, 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source / "gguf-py"), str(source),
                                                        os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, str(source / "convert_hf_to_gguf.py"), str(model_dir),
-                           "--outfile", str(tmp), "--outtype", outtype], capture_output=True, text=True, env=env)
+                           "--outfile", str(tmp), "--outtype", outtype, *converter_flags(model_dir, source)],
+                          capture_output=True, text=True, env=env)
     if done.returncode != 0 or not tmp.is_file():
         raise MetrobenchError(f"convert_hf_to_gguf.py failed on {model_dir}:\n{done.stderr.strip()[-1500:]}")
     tmp.replace(out)
     return out
 
 
-def quantize(gguf: Path, out: Path, *, kind: str = "Q4_K_M", binary: str | None = None) -> Path:
-    """Quantise a GGUF (``llama_model_quantize``, or a ``llama-quantize`` binary)."""
+_GENERATE_ONE = """\
+import sys
+import llama_cpp
+llm = llama_cpp.Llama(sys.argv[1], n_ctx=256, n_gpu_layers=0, verbose=True)
+reply = llm("<|im_start|>user\\nHello<|im_end|>\\n<|im_start|>assistant\\n", max_tokens=1, temperature=0.0)
+print("generated", reply["usage"]["completion_tokens"], "token")
+"""
+
+
+def check_generates(gguf: Path, *, timeout: float = 600.0) -> str:
+    """Load ``gguf`` with llama.cpp and generate one token, in a subprocess; raise with llama.cpp's last lines.
+
+    A subprocess because a bad file can abort the process (a failed GGML
+    assertion), and the error must be a message, not a dead job. On the CPU
+    (``n_gpu_layers=0``): the check is about the file, not the device.
+    """
+    try:
+        done = subprocess.run([sys.executable, "-c", _GENERATE_ONE, str(gguf)], capture_output=True,
+                              text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise MetrobenchError(f"{gguf}: loading and generating one token took over {timeout:.0f} s") from None
+    if done.returncode != 0 or "generated 1 token" not in done.stdout:
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        cause = next((ln for ln in lines if "not found" in ln or "error loading" in ln or "GGML_ASSERT" in ln),
+                     lines[-1] if lines else "")
+        raise MetrobenchError(f"{gguf} does not load in llama.cpp (status {done.returncode}): {cause.strip()}\n"
+                              + "\n".join(lines[-8:]))
+    return done.stdout.strip()
+
+
+def quantize(gguf: Path, out: Path, *, kind: str = "Q4_K_M", binary: str | None = None,
+             check: bool = True) -> Path:
+    """Quantise a GGUF (``llama_model_quantize``, or a ``llama-quantize`` binary), then check it generates."""
     out = Path(out)
     tmp = out.with_name(out.name + ".partial")
     if binary:
@@ -135,6 +211,8 @@ def quantize(gguf: Path, out: Path, *, kind: str = "Q4_K_M", binary: str | None 
         params.ftype = ftype
         if llama_cpp.llama_model_quantize(str(gguf).encode(), str(tmp).encode(), params) != 0:
             raise MetrobenchError(f"quantising {gguf} to {kind} failed")
+    if check:
+        check_generates(tmp)     # before the rename: a broken file never gets the output's name
     tmp.replace(out)
     return out
 

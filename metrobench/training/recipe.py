@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -31,6 +32,11 @@ class Recipe(BaseModel):
     scheduler: str = "cosine"
     warmup_ratio: float = 0.05
     max_length: int = 4096
+    # What an example cut by max_length before its last assistant turn becomes:
+    # "corrected" drops it (it would teach a conversation without its ending);
+    # "paper" keeps it cut, as the published runs did, and the cut is reported.
+    # Either way an example with no loss token left is never trained.
+    truncation: Literal["corrected", "paper"] = "corrected"
     val_fraction: float = 0.05
     optim_cuda: str = "paged_adamw_32bit"
     optim_cpu: str = "adamw_torch"

@@ -4,7 +4,11 @@ The base is loaded in 4-bit NF4 with double quantisation (bitsandbytes; on
 CUDA, and on the CPU since bitsandbytes 0.50), LoRA adapters go on the
 attention and MLP projections, and the loss covers only the assistant turns:
 the training chat template marks them with ``{% generation %}`` and renders
-the tool schemas exactly as inference does. The seed sets the LoRA
+the tool schemas exactly as inference does. Examples are measured first
+(:mod:`metrobench.training.tokens`): one with no loss token inside
+``max_length`` is never trained, and one cut before its last assistant turn
+is dropped unless the recipe's ``truncation`` is ``paper``; both counts are
+printed and recorded. The seed sets the LoRA
 initialisation, the data order and the train/validation split.
 
 Checkpoints go to a work folder beside the adapter; a restarted job resumes
@@ -65,6 +69,24 @@ def assistant_mask(tokenizer, example: dict[str, Any]) -> tuple[list[int], list[
     return list(out["input_ids"]), list(out["assistant_masks"])
 
 
+def trainable(rows: list[dict[str, Any]], tokenizer, recipe: Recipe) -> list[dict[str, Any]]:
+    """The rows training uses under ``recipe`` (see :func:`metrobench.training.tokens.keep`), with a printed count."""
+    from metrobench.training.tokens import keep, measure, report
+
+    measured = [measure(tokenizer, r) for r in rows]
+    summary = report(recipe.size, recipe.max_length, recipe.truncation, measured)
+    kept = [r for r, m in zip(rows, measured) if keep(m, recipe.max_length, recipe.truncation)]
+    dropped_cut = sum(1 for m in measured if m.loss_tokens(recipe.max_length)
+                      and m.cut_before_last_turn(recipe.max_length) and recipe.truncation != "paper")
+    print(summary.line())
+    print(f"training on {len(kept)} of {len(rows)} examples: dropped {summary.zero_loss} with no loss token "
+          f"and {dropped_cut} cut before their last assistant turn (truncation: {recipe.truncation})", flush=True)
+    if len(kept) < 2:
+        raise MetrobenchError(f"recipe {recipe.size}: {len(kept)} of {len(rows)} examples left to train at "
+                              f"max_length {recipe.max_length}; raise max_length")
+    return kept
+
+
 def _versions() -> dict[str, str]:
     import importlib.metadata as md
 
@@ -111,6 +133,8 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
     base_dir = resolve_base(recipe.base)
     tokenizer = tokenizer_for(base_dir)
     cuda = torch.cuda.is_available()
+    measured_rows = len(rows)
+    rows = trainable(rows, tokenizer, recipe)
 
     set_seed(seed)
     # Tools travel as JSON text: Arrow would merge the seven schemas into one struct
@@ -166,6 +190,7 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     metrics = {
         "size": recipe.size, "seed": seed, "base": recipe.base, "examples": len(rows),
+        "examples_dropped": measured_rows - len(rows),
         "train_examples": len(split["train"]), "val_examples": len(split["test"]),
         "steps": trainer.state.global_step, "epochs": trainer.state.epoch,
         "first_train_loss": losses[0] if losses else None,

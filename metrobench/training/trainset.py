@@ -9,6 +9,14 @@ the model saw, so training renders it exactly as inference does.
 
 Any model can teach, including the rule agent, whose records hold tool calls
 but no messages: its conversation is rebuilt from the prompt and its calls.
+
+Tool-call arguments are stored in the form llama-server renders past calls
+in at inference (:func:`canonical_arguments`): the server parses each call's
+arguments and re-serialises them (``", "`` and ``": "`` separators, non-ASCII
+kept as is), so a teacher's compact ``{"a":1}`` would otherwise be trained in
+a spelling the student never sees again. ``tests/test_training.py`` checks the
+rendered training text against the real server's ``/apply-template`` byte for
+byte.
 """
 
 from __future__ import annotations
@@ -46,6 +54,16 @@ class Example:
                                     "tier1_pct": self.tier1}}, ensure_ascii=False)
 
 
+def canonical_arguments(arguments: Any) -> str:
+    """Tool-call arguments as the JSON text llama-server renders them with (text that is not JSON: unchanged)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return arguments
+    return json.dumps(arguments, ensure_ascii=False)
+
+
 def clean_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """OpenAI-format messages: content always a string, arguments JSON strings, no reasoning."""
     out = []
@@ -58,8 +76,7 @@ def clean_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             item["tool_calls"] = [{
                 "id": c.get("id") or f"call_{i}", "type": "function",
                 "function": {"name": c["function"]["name"],
-                             "arguments": c["function"]["arguments"] if isinstance(c["function"]["arguments"], str)
-                             else json.dumps(c["function"]["arguments"])}}
+                             "arguments": canonical_arguments(c["function"]["arguments"])}}
                 for i, c in enumerate(m["tool_calls"])]
         if role == "tool":
             item["tool_call_id"] = m.get("tool_call_id") or ""
@@ -79,7 +96,7 @@ def rebuild_messages(bench: Benchmark, system: str, record: CaseRecord) -> list[
         call_id = f"call_{i}"
         messages.append({"role": "assistant", "content": "", "tool_calls": [{
             "id": call_id, "type": "function",
-            "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments") or {})}}]})
+            "function": {"name": call["name"], "arguments": canonical_arguments(call.get("arguments") or {})}}]})
         content = call["result"] if call.get("error") is None else {"error": call["error"]}
         messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(content)})
     return messages

@@ -38,7 +38,7 @@ rule bench_model:
     conda:
         "../envs/serve.yaml"
     resources:
-        gpu=1,
+        gpu=gpu_jobs,
     params:
         data=data_flag(),
         config=config_flags(),

@@ -128,3 +128,23 @@ FIGURE_SOURCE = {
     "figure4": "categories",
     "figure5": "table4",
 }
+
+
+def gpu_jobs(wildcards):
+    """1 for a model served here (llama.cpp, students), 0 for a hosted API: only GPU work is serialised."""
+    if student_of(wildcards.model):
+        return 1
+    spec = config["models"].get(wildcards.model)
+    return 1 if isinstance(spec, dict) and spec.get("serving") else 0
+
+
+def merge_mem_mb(wildcards):
+    """RAM a merge needs: the bfloat16 base (2 bytes a parameter) + 25 %, plus 8 GB (27B: ~77 GB)."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)b", wildcards.size)
+    billions = float(match.group(1)) if match else 1.0
+    return int(billions * 2 * 1.25 * 1024 + 8192)
+
+
+def intermediate(path):
+    """temp(path) when config peft_temporary is true: merged folders and f16 GGUFs go once quantised."""
+    return temp(path) if config.get("peft_temporary") else path

@@ -28,13 +28,15 @@ rule merge:
         adapter="results/peft/{size}/seed{seed}/adapter",
         recipe=lambda w: STUDENTS[w.size]["recipe"],
     output:
-        directory("results/peft/{size}/seed{seed}/merged"),
+        intermediate(directory("results/peft/{size}/seed{seed}/merged")),
     log:
         "logs/peft/{size}/seed{seed}/merge.log",
     benchmark:
         "results/benchmarks/peft/{size}/seed{seed}/merge.tsv"
     conda:
         "../envs/train.yaml"
+    resources:
+        mem_mb=merge_mem_mb,
     shell:
         "metrobench merge --recipe {input.recipe} --adapter {input.adapter} --out {output} > {log} 2>&1"
 
@@ -43,7 +45,7 @@ rule gguf:
     input:
         "results/peft/{size}/seed{seed}/merged",
     output:
-        "results/peft/{size}/seed{seed}/model-f16.gguf",
+        intermediate("results/peft/{size}/seed{seed}/model-f16.gguf"),
     log:
         "logs/peft/{size}/seed{seed}/gguf.log",
     benchmark:

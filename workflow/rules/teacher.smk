@@ -71,18 +71,20 @@ rule trainset:
             system=SYSTEMS,
         ),
         split="results/partition.json",
+        recipes=sorted({spec["recipe"] for spec in STUDENTS.values()}),
     output:
         dataset="results/teacher/dataset.jsonl",
         table="results/teacher/composition.csv",
     log:
         "logs/teacher/trainset.log",
     conda:
-        "../envs/cpu.yaml"
+        "../envs/train.yaml"
     params:
         data=data_flag(),
+        recipes=lambda w, input: " ".join(f"--recipe {r}" for r in input.recipes),
         teachers=",".join(TEACHERS),
         min_tier1=config.get("trainset", {}).get("min_tier1", 90),
     shell:
         "metrobench trainset {params.data} --scores results/teacher/scores --runs results/teacher/runs"
         " --teachers {params.teachers} --min-tier1 {params.min_tier1} --split {input.split}"
-        " --out {output.dataset} --composition {output.table} > {log} 2>&1"
+        " --out {output.dataset} --composition {output.table} {params.recipes} > {log} 2>&1"

