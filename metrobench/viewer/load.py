@@ -79,11 +79,14 @@ def load_scores(scores: Path, models: list[str] | None, partition: str = "full")
     """Every scored case of the chosen models, in storage order (cases in case-file order)."""
     from metrobench.scoring.store import read_scores
 
-    table = read_scores(Path(scores), models=models or None)
+    table = read_scores(Path(scores))
     found = set(table.column("model").to_pylist())
     missing = [m for m in models or [] if m not in found]
     if missing:
-        raise MetrobenchError(f"{scores}: no scores of model {', '.join(missing)}")
+        raise MetrobenchError(f"{scores}: no scores of model {', '.join(missing)} "
+                              f"(scored: {', '.join(sorted(found))})")
+    if models:
+        table = read_scores(Path(scores), models=models)
     cols = table.to_pydict()
     views: dict[tuple[str, str, str], CaseView] = {}
     for i in range(table.num_rows):
