@@ -128,3 +128,10 @@ FIGURE_SOURCE = {
     "figure4": "categories",
     "figure5": "table4",
 }
+
+# The models of the case viewer (results/view): config["view"]["models"], else the leaderboard's.
+VIEW_MODELS = (
+    members((config.get("view") or {}).get("models") or [])
+    or LEADERBOARD
+    or ["rule-agent"]
+)
