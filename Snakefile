@@ -17,6 +17,11 @@ if not workflow.overwrite_configfiles:
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
+# `snakemake --report results/report.html`: this description, then every table and
+# figure the run made, each with its caption from workflow/report/.
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/bench.smk"

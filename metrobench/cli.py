@@ -438,6 +438,17 @@ def cmd_errata_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    from metrobench.viewer import build_site
+
+    site = build_site(Path(args.runs), Path(args.scores), Path(args.out), models=args.model,
+                      data=args.data, partition=args.partition)
+    missing = f", {site.without_record} without a transcript record" if site.without_record else ""
+    print(f"wrote {site.out}/index.html: {len(site.models)} model(s), {site.case_pages} case pages"
+          f"{missing}, {site.compare_pages} side-by-side pages")
+    return 0
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_data(p)
     p.add_argument("--system", required=True, choices=_systems())
@@ -616,6 +627,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", action="append", required=True, help="model to rescore (repeatable)")
     p.add_argument("--out", required=True, help="CSV")
     p.set_defaults(func=cmd_errata_table)
+
+    p = sub.add_parser("view", help="a static HTML site of cases: conversations, tool calls, states, scores")
+    _add_data(p)
+    p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl (or .json)")
+    p.add_argument("--scores", required=True, metavar="DIR", help="Parquet scores of those runs")
+    p.add_argument("--model", action="append", help="view this model (repeatable; default: all scored)")
+    p.add_argument("--partition", default="full", choices=("full", "holdout", "train"),
+                   help="cases to show (default: every scored case)")
+    p.add_argument("--out", default="site", help="folder for the site (replaced)")
+    p.set_defaults(func=cmd_view)
 
     p = sub.add_parser("judge-agreement", help="judge calibration: agreement statistics from a ratings CSV")
     p.add_argument("--ratings", required=True, help="CSV: item id, then one column per rater (0/1/2)")

@@ -8,9 +8,11 @@ import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -85,13 +87,20 @@ def test_gpu_only_for_local_models_and_merge_memory(tmp_path):
                      "--config", "peft_temporary=True").returncode == 0
 
 
-def test_small_real_run_builds_tables_and_figures(tmp_path, root):
-    cwd = workflow_copy(tmp_path)
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory, root) -> Path:
+    """The small real workflow (tests/data/workflow-small.yaml), run once for the tests below."""
+    cwd = workflow_copy(tmp_path_factory.mktemp("small"))
     config = yaml.safe_load((REPO / "tests" / "data" / "workflow-small.yaml").read_text())
     config["data"]["path"] = str(root)
     (cwd / "small.yaml").write_text(yaml.safe_dump(config))
     done = snakemake(cwd, "--configfile", "small.yaml", "--cores", "2")
     assert done.returncode == 0, done.stderr[-3000:]
+    return cwd
+
+
+def test_small_real_run_builds_tables_and_figures(small_run):
+    cwd = small_run
     table2 = pd.read_csv(cwd / "results" / "table2.csv")
     row = table2.iloc[0]
     assert (row["model"], row["tier1"], row["composite"], row["judged"]) == (
@@ -110,3 +119,26 @@ def test_small_real_run_builds_tables_and_figures(tmp_path, root):
     counts = job_counts(forced.stdout)
     assert counts["rule_agent"] == 1 and counts["score"] == 1 and counts["errata_table"] == 1
     assert "partition" not in counts and "verify_data" not in counts
+
+
+def test_report_holds_every_table_and_figure_and_the_viewer_builds(small_run):
+    cwd = small_run
+    made = sorted(p.name for p in (cwd / "results").iterdir() if p.suffix in (".csv", ".md", ".png"))
+    assert len(made) == 11, made  # table2/9/categories/errata as CSV + Markdown, figures 2-4
+    for name in ("report.zip", "report.html"):
+        done = snakemake(cwd, "--configfile", "small.yaml", "--report", f"results/{name}")
+        assert done.returncode == 0, done.stderr[-3000:]
+    with zipfile.ZipFile(cwd / "results" / "report.zip") as archive:
+        names = archive.namelist()
+        page = archive.read("report/report.html").decode()
+    assert sorted(Path(n).name for n in names if "/data/raw/" in n) == made
+    for caption in ("Table 2: leaderboard", "Table 9: bootstrap intervals", "Per-category scores",
+                    "Scoring errata", "Figure 2: leaderboard", "Figure 3: category heatmap",
+                    "Figure 4: the rule", "can a language model run a transit ticket kiosk"):
+        assert caption in page, caption
+    assert (cwd / "results" / "report.html").stat().st_size > 100_000
+    view = snakemake(cwd, "--configfile", "small.yaml", "--cores", "2", "results/view")
+    assert view.returncode == 0, view.stderr[-3000:]
+    index = (cwd / "results" / "view" / "index.html").read_text()
+    assert "models/rule-agent.html" in index
+    assert len(list((cwd / "results" / "view" / "cases" / "rule-agent").glob("*.html"))) == 955

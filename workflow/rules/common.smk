@@ -1,6 +1,7 @@
 # Config helpers, path helpers and wildcard constraints shared by every rule file.
 
 import re
+import yaml
 
 SYSTEMS = config["systems"]
 MODELS = sorted(config.get("models", {}))
@@ -135,6 +136,9 @@ def gpu_jobs(wildcards):
     if student_of(wildcards.model):
         return 1
     spec = config["models"].get(wildcards.model)
+    if isinstance(spec, str):  # a model config file
+        with open(spec) as handle:
+            spec = yaml.safe_load(handle)
     return 1 if isinstance(spec, dict) and spec.get("serving") else 0
 
 
@@ -148,3 +152,11 @@ def merge_mem_mb(wildcards):
 def intermediate(path):
     """temp(path) when config peft_temporary is true: merged folders and f16 GGUFs go once quantised."""
     return temp(path) if config.get("peft_temporary") else path
+
+
+# The models of the case viewer (results/view): config["view"]["models"], else the leaderboard's.
+VIEW_MODELS = (
+    members((config.get("view") or {}).get("models") or [])
+    or LEADERBOARD
+    or ["rule-agent"]
+)

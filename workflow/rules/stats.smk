@@ -1,12 +1,26 @@
-# Paper tables (CSV + Markdown) and figures (PNG), each depending only on what it reads.
+# Paper tables (CSV + Markdown) and figures (PNG), each depending only on what it reads,
+# each registered for `snakemake --report` with its caption (workflow/report/); and the
+# case viewer (`metrobench view`), a static site of the viewed models' cases.
 
 
 rule table:
     input:
         lambda w: TABLE_INPUTS[w.table],
     output:
-        csv="results/{table}.csv",
-        md="results/{table}.md",
+        csv=report(
+            "results/{table}.csv",
+            caption="../report/table.rst",
+            category="Tables",
+            subcategory="{table}",
+            labels={"table": "{table}", "format": "CSV"},
+        ),
+        md=report(
+            "results/{table}.md",
+            caption="../report/table.rst",
+            category="Tables",
+            subcategory="{table}",
+            labels={"table": "{table}", "format": "Markdown"},
+        ),
     log:
         "logs/report/{table}.log",
     wildcard_constraints:
@@ -24,7 +38,12 @@ rule figure:
     input:
         lambda w: TABLE_INPUTS[FIGURE_SOURCE[w.figure]],
     output:
-        "results/{figure}.png",
+        report(
+            "results/{figure}.png",
+            caption="../report/figure.rst",
+            category="Figures",
+            labels={"figure": "{figure}"},
+        ),
     log:
         "logs/report/{figure}.log",
     wildcard_constraints:
@@ -46,7 +65,20 @@ rule errata_table:
             system=SYSTEMS,
         ),
     output:
-        "results/errata.csv",
+        csv=report(
+            "results/errata.csv",
+            caption="../report/errata.rst",
+            category="Tables",
+            subcategory="errata",
+            labels={"table": "errata", "format": "CSV"},
+        ),
+        md=report(
+            "results/errata.md",
+            caption="../report/errata.rst",
+            category="Tables",
+            subcategory="errata",
+            labels={"table": "errata", "format": "Markdown"},
+        ),
     log:
         "logs/report/errata.log",
     conda:
@@ -57,5 +89,25 @@ rule errata_table:
             f"--model {m}" for m in STATS.get("errata_models") or ["rule-agent"]
         ),
     shell:
-        "metrobench errata-table {params.data} --runs results/runs {params.models} --out {output}"
+        "metrobench errata-table {params.data} --runs results/runs {params.models} --out {output.csv}"
         " > {log} 2>&1"
+
+
+rule view:
+    input:
+        runs=expand(
+            "results/runs/{model}/{system}.jsonl", model=VIEW_MODELS, system=SYSTEMS
+        ),
+        scores=scores_of(VIEW_MODELS),
+    output:
+        directory("results/view"),
+    log:
+        "logs/report/view.log",
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        data=data_flag(),
+        models=" ".join(f"--model {m}" for m in VIEW_MODELS),
+    shell:
+        "metrobench view {params.data} --runs results/runs --scores results/scores {params.models}"
+        " --out {output} > {log} 2>&1"

@@ -1,0 +1,108 @@
+"""Writing the viewer's site: gather the cases, render every page, write the files.
+
+The site is written to a temporary folder beside ``out`` and swapped into
+place at the end, so an interrupted build never leaves a half-written site
+and a rebuild drops pages of cases no longer viewed. Model names and case ids
+become file names, so they are checked first (the scores' folder names are
+not trusted).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from metrobench.data.root import ENV_VAR
+from metrobench.errors import MetrobenchError
+from metrobench.scoring.names import check_name
+from metrobench.viewer import pages
+from metrobench.viewer.load import CaseView, attach_records, load_scores, rebuild_conversations
+
+_CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class SiteSummary:
+    """What was written: the folder, its models, its case and comparison pages."""
+
+    out: Path
+    models: list[str]
+    case_pages: int
+    compare_pages: int
+    without_record: int
+
+
+def _check_names(views: list[CaseView]) -> None:
+    for view in views:
+        check_name("model", view.model)
+        if not _CASE_ID.match(view.case_id):
+            raise MetrobenchError(f"case id {view.case_id!r} of model {view.model} cannot name a file")
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _render_all(tmp: Path, by_model: dict[str, list[CaseView]], by_case: dict[str, list[CaseView]]) -> int:
+    """Write every page under ``tmp``; returns the number of comparison pages."""
+    compared = {case_id: group for case_id, group in by_case.items() if len(group) > 1}
+    _write(tmp / "index.html", pages.index_page(by_model, list(compared)))
+    for model, cases in by_model.items():
+        _write(tmp / "models" / f"{model}.html", pages.model_page(model, cases, set(compared)))
+        for case in cases:
+            _write(tmp / "cases" / model / f"{case.case_id}.html", pages.case_page(case, case.case_id in compared))
+    for case_id, group in compared.items():
+        _write(tmp / "compare" / f"{case_id}.html", pages.compare_page(group))
+    return len(compared)
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    old = out.with_name(f".{out.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None = None,
+               data: str | Path | None = None, partition: str = "full") -> SiteSummary:
+    """The whole site for the chosen models (default: every model in the scores).
+
+    With the benchmark at ``data`` (default ``$METROBENCH_DATA``) pages show each
+    case's title, and records without messages get their prompt and user turns
+    rebuilt; without it those cases show their tool calls only.
+    """
+    views = load_scores(scores, models, partition)
+    if not views:
+        raise MetrobenchError(f"{scores}: no scored cases in partition {partition}")
+    _check_names(views)
+    attached = attach_records(views, Path(runs))
+    if attached == 0:
+        raise MetrobenchError(f"{runs}: no run file holds any scored case "
+                              f"(expected {runs}/<model>/<system>.jsonl)")
+    if data is not None or os.environ.get(ENV_VAR):
+        rebuild_conversations(views, data)
+    order = models or sorted({v.model for v in views})
+    by_model: dict[str, list[CaseView]] = {m: [] for m in order}
+    by_case: dict[str, list[CaseView]] = defaultdict(list)
+    for view in views:
+        by_model[view.model].append(view)
+        by_case[view.case_id].append(view)
+    for group in by_case.values():
+        group.sort(key=lambda v: order.index(v.model))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        compare_pages = _render_all(tmp, by_model, by_case)
+        _swap_into_place(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return SiteSummary(out, order, len(views), compare_pages, len(views) - attached)
