@@ -29,12 +29,15 @@ fi
 mkdir -p "$OUT"
 echo "== device: $("$BIN/python" -c 'import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")')"
 
-echo "== teacher traces: the rule agent on the train cases of $SYSTEM"
-mb partition --data "$DATA" --out "$OUT/partition.json" >/dev/null
-mb rule-agent --data "$DATA" --system "$SYSTEM" --split "$OUT/partition.json" \
-  --out "$OUT/runs/rule-agent/$SYSTEM.jsonl"
-mb score --data "$DATA" --split "$OUT/partition.json" --run "$OUT/runs/rule-agent/$SYSTEM.jsonl" \
-  --out "$OUT/scores" >/dev/null
+echo "== teacher traces: the rule agent on every system (seconds)"
+mb partition --data "$DATA" --out "$OUT/partition.json" >/dev/null 2>&1
+runs=()
+for s in marta doha bart taipei cta beijing; do
+  mb rule-agent --data "$DATA" --system "$s" --split "$OUT/partition.json" \
+    --out "$OUT/runs/rule-agent/$s.jsonl" >/dev/null
+  runs+=(--run "$OUT/runs/rule-agent/$s.jsonl")
+done
+mb score --data "$DATA" --split "$OUT/partition.json" "${runs[@]}" --out "$OUT/scores" >/dev/null
 
 # The 2B recipe's settings on the tiny base, a few steps.
 sed -e "s/^base: .*/base: tiny-qwen3.5/" -e "s/^size: .*/size: smoke/" peft/recipes/2b.yaml >"$OUT/recipe.yaml"
