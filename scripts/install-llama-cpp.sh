@@ -51,6 +51,14 @@ if [[ -f "$libdir/metrobench-build.json" ]] && grep -q "\"key\": \"$KEY\"" "$lib
   exit 0
 fi
 
+# CMake >= 3.21 (llama-cpp-python's floor): the system's, else the one PyPI ships.
+CMAKE=cmake
+if ! cmake --version 2>/dev/null | "$PY" -c 'import re, sys; v = re.search(r"(\d+)\.(\d+)", sys.stdin.read()); sys.exit(not v or tuple(map(int, v.groups())) < (3, 21))'; then
+  echo "== no CMake >= 3.21 on PATH: installing PyPI's cmake into $VENV"
+  "$PY" -m pip install "cmake>=3.21"
+  CMAKE="$VENV/bin/cmake"
+fi
+
 mkdir -p "$WORK"
 sdist="$WORK/llama_cpp_python-$VERSION.tar.gz"
 if [[ ! -f "$sdist" ]]; then
@@ -62,8 +70,8 @@ fi
 if [[ ! -f "$BUILD/.built" ]]; then
   echo "== building llama.cpp (llama-cpp-python $VERSION) in $BUILD with $JOBS jobs:"
   echo "   ${ARGS[*]}"
-  cmake -S "$SRC/vendor/llama.cpp" -B "$BUILD" "${ARGS[@]}"
-  cmake --build "$BUILD" --config Release -j "$JOBS" --target llama ggml mtmd llama-server
+  "$CMAKE" -S "$SRC/vendor/llama.cpp" -B "$BUILD" "${ARGS[@]}"
+  "$CMAKE" --build "$BUILD" --config Release -j "$JOBS" --target llama ggml mtmd llama-server
   touch "$BUILD/.built"
 fi
 
