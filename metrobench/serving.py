@@ -94,18 +94,19 @@ def llama_build_info() -> dict | None:
 
 
 def installed_llama_server() -> Path | None:
-    """The ``llama-server`` that scripts/install-llama-cpp.sh put beside llama-cpp-python's libraries."""
+    """The ``llama-server`` that scripts/install-llama-cpp.sh put beside llama-cpp-python's libraries.
+
+    (The script's ``VENV/bin/llama-server`` is a link to this same file.)
+    """
     lib = llama_lib_dir()
-    if lib and (lib / "llama-server").is_file() and os.access(lib / "llama-server", os.X_OK):
-        return lib / "llama-server"
-    beside = Path(sys.executable).parent / "llama-server"
-    return beside if beside.is_file() and os.access(beside, os.X_OK) else None
+    found = shutil.which("llama-server", path=str(lib)) if lib else None
+    return Path(found) if found else None
 
 
 def find_llama_server(binary: str | None = None) -> Path:
     """The llama-server to run: ``binary`` (a path or a name on PATH), else the installed one, else PATH."""
     if binary:
-        found = shutil.which(binary) if os.sep not in binary else (binary if os.access(binary, os.X_OK) else None)
+        found = shutil.which(binary)   # a path with a folder is checked as it is, a name on PATH
         if not found:
             raise MetrobenchError(f"llama-server {binary!r} (serving.binary) is not an executable file; "
                                   + INSTALL_HINT)
@@ -120,8 +121,8 @@ def find_llama_server(binary: str | None = None) -> Path:
 def command(cfg: ServerConfig, port: int) -> list[str]:
     """The server's command line."""
     if cfg.server == "llama-server":
-        cmd = [str(find_llama_server(cfg.binary)), "--model", str(cfg.model_path), "--host", "127.0.0.1", "--port", str(port),
-               "--alias", cfg.alias, "--ctx-size", str(cfg.n_ctx), "--parallel", str(cfg.parallel),
+        cmd = [str(find_llama_server(cfg.binary)), "--model", str(cfg.model_path), "--host", "127.0.0.1",
+               "--port", str(port), "--alias", cfg.alias, "--ctx-size", str(cfg.n_ctx), "--parallel", str(cfg.parallel),
                "--n-gpu-layers", str(cfg.n_gpu_layers), "--jinja"]
         cmd += ["--flash-attn", "on" if cfg.flash_attn else "off"]
         if cfg.kv_unified:
@@ -148,6 +149,15 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return ""
+
+
+def exit_status(returncode: int) -> str:
+    """How a subprocess ended, in words: a signal by name (SIGILL explained), else its status."""
+    if returncode >= 0:
+        return f"exit status {returncode}"
+    name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
+    hint = " (illegal instruction: CPU instructions this host does not run)" if -returncode == signal.SIGILL else ""
+    return f"killed by {name}{hint}"
 
 
 def _die_with_parent() -> None:

@@ -156,6 +156,17 @@ def load_model_config(path: Path | str, **overrides: Any) -> ModelConfig:
     return parse_model_config(raw, str(path))
 
 
+def study_model_config(name: str, entry: str | dict[str, Any], **overrides: Any) -> ModelConfig:
+    """A study config's ``models`` entry: a model config file's path, or the settings inline.
+
+    Inline entries take their name from the key unless they say otherwise.
+    """
+    if isinstance(entry, str):
+        return load_model_config(entry, **overrides)
+    raw = {"name": name, **entry, **{k: v for k, v in overrides.items() if v is not None}}
+    return parse_model_config(raw, f"config models.{name}")
+
+
 def parse_model_config(raw: dict[str, Any], where: str = "model config") -> ModelConfig:
     try:
         return ModelConfig.model_validate(raw)

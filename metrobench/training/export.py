@@ -178,6 +178,8 @@ def check_generates(gguf: Path, *, timeout: float = 600.0) -> str:
     assertion), and the error must be a message, not a dead job. On the CPU
     (``n_gpu_layers=0``): the check is about the file, not the device.
     """
+    from metrobench.serving import exit_status
+
     try:
         done = subprocess.run([sys.executable, "-c", _GENERATE_ONE, str(gguf)], capture_output=True,
                               text=True, timeout=timeout)
@@ -187,7 +189,7 @@ def check_generates(gguf: Path, *, timeout: float = 600.0) -> str:
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
         cause = next((ln for ln in lines if "not found" in ln or "error loading" in ln or "GGML_ASSERT" in ln),
                      lines[-1] if lines else "")
-        raise MetrobenchError(f"{gguf} does not load in llama.cpp (status {done.returncode}): {cause.strip()}\n"
+        raise MetrobenchError(f"{gguf} does not load in llama.cpp ({exit_status(done.returncode)}): {cause.strip()}\n"
                               + "\n".join(lines[-8:]))
     return done.stdout.strip()
 
