@@ -25,3 +25,8 @@ class DataError(MetrobenchError):
         if field is not None:
             where.append(f"field {field}")
         super().__init__(": ".join(where) + ": " + message)
+
+
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """What a decoding failure says to the user: the offending byte and its offset."""
+    return f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"

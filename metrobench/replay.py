@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from metrobench.data.loader import Benchmark
-from metrobench.data.models import Case
-from metrobench.data.root import SYSTEM_BY_PREFIX
-from metrobench.errors import MetrobenchError
+from metrobench.errors import MetrobenchError, not_utf8
 from metrobench.tools import ToolSession, call_tool
 
 DEFAULT = "_default"
@@ -41,7 +39,7 @@ class Replayer:
         key = case_id or DEFAULT
         if key not in self.sessions:
             system = self.bench.system(self.system)
-            case = self._case(case_id) if case_id else None
+            case = self.bench.find_case(case_id) if case_id else None
             if case is not None:
                 if case.system != self.system:
                     raise MetrobenchError(f"case {case_id} belongs to {case.system}, not {self.system}")
@@ -49,13 +47,6 @@ class Replayer:
             else:
                 self.sessions[key] = ToolSession(system, case_id=case_id or None)
         return self.sessions[key]
-
-    def _case(self, case_id: str) -> Case | None:
-        """The benchmark case with this id, or ``None`` when there is none (a context-free session)."""
-        system = SYSTEM_BY_PREFIX.get(case_id.split("-")[0])
-        if system is None:
-            return None
-        return next((c for c in self.bench.cases(system) if c.id == case_id), None)
 
     def call(self, tool: str, args: dict[str, Any], case_id: str | None) -> dict[str, Any]:
         if tool == "set_disruptions":
@@ -96,7 +87,6 @@ def replay_file(bench: Benchmark, system: str, path: Path) -> Iterator[dict[str,
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise MetrobenchError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
-                              f"at offset {exc.start})") from None
+        raise MetrobenchError(f"{path}: {not_utf8(exc)}") from None
     for tool, args, case_id in parse_calls(text.split("\n"), str(path)):
         yield replayer.call(tool, args, case_id)

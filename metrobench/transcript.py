@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from metrobench.errors import MetrobenchError
+from metrobench.errors import MetrobenchError, not_utf8
 
 #: Error recorded for a case that a run should have contained but does not.
 MISSING = "missing"
@@ -190,8 +190,7 @@ def read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         line = exc.object.count(b"\n", 0, exc.start) + 1
-        raise MetrobenchError(f"{path}: line {line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
-                              f"at offset {exc.start})") from None
+        raise MetrobenchError(f"{path}: line {line}: {not_utf8(exc)}") from None
 
 
 def iter_transcript(path: Path) -> Iterator[CaseRecord]:

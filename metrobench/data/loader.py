@@ -38,7 +38,7 @@ from metrobench.data.models import (
     TestPairs,
 )
 from metrobench.data.root import CASE_PREFIX, SYSTEMS, resolve_root
-from metrobench.errors import DataError
+from metrobench.errors import DataError, not_utf8
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -78,8 +78,7 @@ def _read(path: Path, parse, kind: str, error: type[Exception], where) -> Any:
     except IsADirectoryError:
         raise DataError(str(path), "is a directory, not a file") from None
     except UnicodeDecodeError as exc:
-        raise DataError(str(path), f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
-                                   f"at offset {exc.start})") from None
+        raise DataError(str(path), not_utf8(exc)) from None
     except OSError as exc:
         raise DataError(str(path), exc.strerror or str(exc)) from None
     try:
@@ -308,13 +307,22 @@ class Benchmark:
             self._cases[system] = load_cases(self.root, system)
         return self._cases[system]
 
-    def case(self, case_id: str) -> Case:
+    def find_case(self, case_id: str) -> Case | None:
+        """The case with this id, or ``None`` when the benchmark has none."""
         from metrobench.data.root import SYSTEM_BY_PREFIX
 
         system = SYSTEM_BY_PREFIX.get(case_id.split("-")[0])
         if system is None:
+            return None
+        return next((case for case in self.cases(system) if case.id == case_id), None)
+
+    def case(self, case_id: str) -> Case:
+        from metrobench.data.root import SYSTEM_BY_PREFIX
+
+        case = self.find_case(case_id)
+        if case is not None:
+            return case
+        system = SYSTEM_BY_PREFIX.get(case_id.split("-")[0])
+        if system is None:
             raise DataError(str(self.root / "cases"), "no system has this id prefix", case_id=case_id)
-        for case in self.cases(system):
-            if case.id == case_id:
-                return case
         raise DataError(str(case_file(self.root, system)), "no such case", case_id=case_id)
