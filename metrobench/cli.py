@@ -80,7 +80,7 @@ def _bench(args: argparse.Namespace):
 def cmd_doctor(args: argparse.Namespace) -> int:
     from metrobench import doctor
 
-    config = load_study_config(args.config or args.config_default)
+    config = load_study_config(args.config or ["config/config.yaml"])
     return doctor.main(config, data=args.data, results=Path(args.results))
 
 
@@ -480,7 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", action="append", default=None, metavar="FILE",
                    help="study config (repeatable; default: config/config.yaml)")
     p.add_argument("--results", default="results", help="the results folder (for free disk)")
-    p.set_defaults(func=cmd_doctor, config_default=["config/config.yaml"])
+    p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("fetch-data", help="clone the benchmark repository at the pinned commit")
     p.add_argument("--dest", required=True, help="folder to clone into")

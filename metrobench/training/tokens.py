@@ -133,7 +133,7 @@ def load_tokenizer(spec: str):
         gguf = _gguf_path(spec)
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     else:
-        tokenizer = AutoTokenizer.from_pretrained(spec if not Path(spec).is_dir() else str(Path(spec)))
+        tokenizer = AutoTokenizer.from_pretrained(spec)   # a hub id or a local folder
     tokenizer.chat_template = TRAIN_TEMPLATE
     return tokenizer
 

@@ -76,8 +76,7 @@ def trainable(rows: list[dict[str, Any]], tokenizer, recipe: Recipe) -> list[dic
     measured = [measure(tokenizer, r) for r in rows]
     summary = report(recipe.size, recipe.max_length, recipe.truncation, measured)
     kept = [r for r, m in zip(rows, measured) if keep(m, recipe.max_length, recipe.truncation)]
-    dropped_cut = sum(1 for m in measured if m.loss_tokens(recipe.max_length)
-                      and m.cut_before_last_turn(recipe.max_length) and recipe.truncation != "paper")
+    dropped_cut = len(rows) - len(kept) - summary.zero_loss   # the rest of what keep() refused
     print(summary.line())
     print(f"training on {len(kept)} of {len(rows)} examples: dropped {summary.zero_loss} with no loss token "
           f"and {dropped_cut} cut before their last assistant turn (truncation: {recipe.truncation})", flush=True)
