@@ -168,6 +168,11 @@ def system_prompt(system: SystemData, context: dict[str, Any]) -> str:
     return text
 
 
+def user_turns(case: dict[str, Any]) -> list[str]:
+    """A case's user messages, one per turn (``multi_turn_events``, else its single ``events``)."""
+    return [user_message(list(turn)) for turn in case.get("multi_turn_events") or [case["events"]]]
+
+
 def user_message(events: list[dict[str, Any]]) -> str:
     """One line per event, in the reference's line formats (spec §6.3)."""
     lines: list[str] = []

@@ -28,7 +28,7 @@ from typing import Any
 
 from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
-from metrobench.prompts import TOOLS, system_prompt, user_message
+from metrobench.prompts import TOOLS, system_prompt, user_turns
 from metrobench.runner.client import ChatClient, EndpointError
 from metrobench.runner.tool_parsing import TextCall, ToolParser, apply_tool_parser
 from metrobench.tools.dispatch import call_tool
@@ -75,12 +75,10 @@ class CaseRun:
         self.case = case
         context = case.raw.get("system_context", {})
         self.session = ToolSession.for_case(system, case)
-        turns = [[e for e in turn] for turn in case.raw.get("multi_turn_events") or []] \
-            or [case.raw["events"]]
-        self.pending_turns = [user_message(t) for t in turns[1:]]
+        first, *self.pending_turns = user_turns(case.raw)
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt(system, context)},
-            {"role": "user", "content": user_message(turns[0])},
+            {"role": "user", "content": first},
         ]
         self.record = CaseRecord(case_id=case.id, model=model, system=system.name)
         self.model_ms = 0.0

@@ -13,10 +13,12 @@ at hand, marked as rebuilt.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from metrobench.errors import MetrobenchError
+from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.transcript import CaseRecord, read_run
 
 #: Partition selections of the viewer (``full`` = every scored case).
@@ -55,24 +57,23 @@ class CaseView:
     rebuilt: list[dict[str, Any]] = field(default_factory=list)  # messages rebuilt from the case
     title: str = ""
 
+    @cached_property
+    def totals(self) -> CaseTotals:
+        """The reference's per-case totals (unjudged components at 0: the low bound ``summary`` shows)."""
+        return case_totals(self.case_id, self.system,
+                           [Component(c.component, c.tier, c.score, c.max) for c in self.components])
+
     @property
     def tier1_pct(self) -> float:
-        return _pct([c for c in self.components if c.tier == 1])
+        return self.totals.tier1_pct
 
     @property
     def composite_pct(self) -> float:
-        """Composite with unjudged components at 0 (the low bound, as ``summary`` shows it)."""
-        return _pct(self.components)
+        return self.totals.pct
 
     @property
     def failed(self) -> list[str]:
         return [c.component for c in self.components if c.failed]
-
-
-def _pct(rows: list[ScoreRow]) -> float:
-    maximum = sum(r.max for r in rows)
-    total = sum(r.score or 0.0 for r in rows)
-    return round(total / maximum * 100, 1) if maximum > 0 else 0.0
 
 
 def load_scores(scores: Path, models: list[str] | None, partition: str = "full") -> list[CaseView]:
@@ -85,12 +86,11 @@ def load_scores(scores: Path, models: list[str] | None, partition: str = "full")
     if missing:
         raise MetrobenchError(f"{scores}: no scores of model {', '.join(missing)} "
                               f"(scored: {', '.join(sorted(found))})")
-    if models:
-        table = read_scores(Path(scores), models=models)
     cols = table.to_pydict()
+    wanted = set(models or found)
     views: dict[tuple[str, str, str], CaseView] = {}
     for i in range(table.num_rows):
-        if partition != "full" and cols["partition"][i] != partition:
+        if cols["model"][i] not in wanted or (partition != "full" and cols["partition"][i] != partition):
             continue
         key = (cols["model"][i], cols["system"][i], cols["case_id"][i])
         view = views.get(key)
@@ -135,7 +135,7 @@ def attach_records(views: list[CaseView], runs: Path) -> int:
 def rebuild_conversations(views: list[CaseView], data: str | Path | None) -> None:
     """Case titles, and system prompt + user turns for records without messages (data permitting)."""
     from metrobench.data import Benchmark
-    from metrobench.prompts import system_prompt, user_message
+    from metrobench.prompts import system_prompt, user_turns
 
     bench = Benchmark.open(data)
     systems: dict[str, Any] = {}
@@ -152,6 +152,5 @@ def rebuild_conversations(views: list[CaseView], data: str | Path | None) -> Non
         if view.system not in systems:
             systems[view.system] = bench.system(view.system)
         context = case.raw.get("system_context", {})
-        turns = case.raw.get("multi_turn_events") or [case.raw["events"]]
         view.rebuilt = [{"role": "system", "content": system_prompt(systems[view.system], context)}]
-        view.rebuilt += [{"role": "user", "content": user_message(turn)} for turn in turns]
+        view.rebuilt += [{"role": "user", "content": text} for text in user_turns(case.raw)]

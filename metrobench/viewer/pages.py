@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from metrobench.scoring import metrics
 from metrobench.viewer.conversation import render_conversation
 from metrobench.viewer.html import esc, fmt, href, page
 from metrobench.viewer.kiosk import render_terminal_state
@@ -21,13 +22,12 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def headline(cases: Sequence[CaseView]) -> tuple[float, float]:
-    """(Tier 1, composite): the unweighted mean of the per-system means, as the leaderboard."""
-    by_system: dict[str, list[CaseView]] = defaultdict(list)
+    """(Tier 1, composite): the leaderboard's arithmetic (:func:`metrobench.scoring.metrics.headline`)."""
+    by_system: dict[str, list] = defaultdict(list)
     for case in cases:
-        by_system[case.system].append(case)
-    tier1 = [_mean([c.tier1_pct for c in group]) for group in by_system.values()]
-    composite = [_mean([c.composite_pct for c in group]) for group in by_system.values()]
-    return _mean(tier1), _mean(composite)
+        by_system[case.system].append(case.totals)
+    result = metrics.headline(by_system)
+    return (round(result.tier1, 1), round(result.composite, 1)) if by_system else (0.0, 0.0)
 
 
 def render_scores(case: CaseView) -> str:
