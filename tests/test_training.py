@@ -144,6 +144,14 @@ def test_loss_mask_covers_exactly_the_assistant_turns(cache, rule_runs):
     assert "route_planner" in text.split("<|im_end|>")[0]  # the schemas sit in the system turn
 
 
+def small_dataset(rule_runs: Path, tmp_path: Path, n: int = 4) -> Path:
+    """The first ``n`` examples of the rule agent's training set: enough for a few steps."""
+    dataset = tmp_path / "small.jsonl"
+    lines = (rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()
+    dataset.write_text("\n".join(lines[:n]) + "\n")
+    return dataset
+
+
 def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, tmp_path):
     from transformers import TrainerCallback
 
@@ -151,9 +159,7 @@ def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, 
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import train
 
-    dataset = tmp_path / "small.jsonl"
-    lines = (rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()
-    dataset.write_text("\n".join(lines[:4]) + "\n")
+    dataset = small_dataset(rule_runs, tmp_path)
     recipe = load_recipe(REPO / "peft" / "recipes" / "tiny.yaml")
     out = tmp_path / "peft" / "tiny" / "seed42"
 
@@ -261,9 +267,7 @@ def test_qwen3_5_train_merge_gguf_q4_serves_and_parses_tool_calls(cache, rule_ru
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import train
 
-    dataset = tmp_path / "small.jsonl"
-    lines = (rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()
-    dataset.write_text("\n".join(lines[:4]) + "\n")
+    dataset = small_dataset(rule_runs, tmp_path)
     recipe = load_recipe(REPO / "peft" / "recipes" / "tiny-qwen3_5.yaml")
     out = tmp_path / "peft" / "tiny-qwen3_5" / "seed42"
     metrics = train(recipe, dataset, out / "adapter", seed=42)
