@@ -2,6 +2,7 @@
 # on first use, so all of them work on a fresh clone:
 #   make baseline   core packages only (about a minute), then the rule baseline: 84.60
 #   make run        everything (llama.cpp built once, portably), then the CPU study
+#   make mini-study everything, then the CPU mini-study: does the student beat its base?
 #   make test       everything, then the test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -16,7 +17,7 @@ PIP    := $(BIN)/pip install --progress-bar off -c constraints/ci.txt
 
 SYSTEMS := marta doha bart taipei cta beijing
 
-.PHONY: install install-core baseline run demo test doctor bench clean
+.PHONY: install install-core baseline run demo mini-study test doctor bench clean
 
 # Core: the harness, scoring, statistics and tables (no model, no compiler).
 $(VENV)/.core: pyproject.toml constraints/ci.txt
@@ -58,6 +59,13 @@ run: $(VENV)/.full | $(DATA)
 	  --config data='{path: $(abspath $(DATA)), commit: 28f7eacbe0244cdaab0ac70afbcfff9be4dcbc70}'
 
 demo: run
+
+# The CPU mini-study (config/mini-study.yaml): SmolLM2-135M-Instruct against its student
+# distilled from the rule agent's traces, 36 held-out cases each, Tables 4, 9, 10 and the
+# category matrix under results/ (about an hour on 2 cores; README: CPU mini-study).
+mini-study: $(VENV)/.full | $(DATA)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --configfile config/mini-study.yaml --cores 2 \
+	  --config data='{path: $(abspath $(DATA)), commit: 28f7eacbe0244cdaab0ac70afbcfff9be4dcbc70}'
 
 test: $(VENV)/.full | $(DATA)
 	METROBENCH_DATA=$(abspath $(DATA)) $(BIN)/python -m pytest -q
