@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -358,6 +359,9 @@ def cmd_trainset(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    # Before torch is imported: the CUDA allocator reads it once. Expandable segments stop
+    # the variable-length batches from fragmenting the memory of a 32 GB card.
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import train
 
