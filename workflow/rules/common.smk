@@ -143,8 +143,11 @@ def gpu_jobs(wildcards):
 
 
 def merge_mem_mb(wildcards):
-    """RAM a merge needs: the bfloat16 base (2 bytes a parameter) + 25 %, plus 8 GB (27B: ~77 GB)."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)b", wildcards.size)
+    """RAM a merge needs: the bfloat16 base (2 bytes a parameter) + 25 %, plus 8 GB (27B: ~77 GB).
+
+    The size is read from the student's name (`27b`, `27b-corrected`).
+    """
+    match = re.match(r"(\d+(?:\.\d+)?)b(?![a-z0-9])", wildcards.size)
     billions = float(match.group(1)) if match else 1.0
     return int(billions * 2 * 1.25 * 1024 + 8192)
 
