@@ -152,6 +152,12 @@ def merge_mem_mb(wildcards):
     return int(billions * 2 * 1.25 * 1024 + 8192)
 
 
+# The training env: with Qwen3.5's CUDA kernels when config cuda_training is true.
+TRAIN_ENV = (
+    "../envs/train-cuda.yaml" if config.get("cuda_training") else "../envs/train.yaml"
+)
+
+
 def intermediate(path):
     """temp(path) when config peft_temporary is true: merged folders and f16 GGUFs go once quantised."""
     return temp(path) if config.get("peft_temporary") else path

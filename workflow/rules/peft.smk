@@ -12,7 +12,7 @@ rule train:
     benchmark:
         "results/benchmarks/peft/{size}/seed{seed}/train.tsv"
     conda:
-        "../envs/train.yaml"
+        TRAIN_ENV
     threads: workflow.cores
     resources:
         gpu=1,
