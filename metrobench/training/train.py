@@ -235,7 +235,7 @@ def build_trainer(recipe: Recipe, rows: list[dict[str, Any]], base_dir: Path, to
 
 
 def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | None = None,
-          callbacks: list | None = None) -> dict[str, Any]:
+          callbacks: list | None = None, revision: str | None = None) -> dict[str, Any]:
     """Train the adapter into ``out``; returns (and writes) the run's metrics."""
     import torch
 
@@ -243,7 +243,7 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
     out, work = Path(out), Path(work) if work else Path(out).with_name(Path(out).name + ".work")
     rows = load_examples(dataset)
     _prepare_work(work, recipe, dataset, seed)
-    base_dir = resolve_base(recipe.base)
+    base_dir = resolve_base(recipe.base, revision)
     tokenizer = tokenizer_for(base_dir)
     cuda = torch.cuda.is_available()
     measured_rows = len(rows)
