@@ -27,6 +27,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/teacher.smk"
 include: "workflow/rules/peft.smk"
+include: "workflow/rules/models.smk"
 include: "workflow/rules/stats.smk"
 
 

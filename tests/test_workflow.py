@@ -61,7 +61,7 @@ def test_paper_plan_for_table4(tmp_path):
         "fetch_data": 1, "verify_data": 1, "partition": 1,           # data.path empty: the pinned clone
         "teacher_model": 12, "teacher_score": 12, "trainset": 1,     # 2 teachers x 6 systems, train only
         "train": 9, "merge": 9, "gguf": 9, "quantize": 9,            # 4 sizes x seeds 42/43, + 2B seed 44
-        "bench_model": 78, "score": 78,                              # (4 bases + 9 students) x 6 systems
+        "bench_model": 78, "score_tier1": 78,                        # (4 bases + 9 students) x 6 systems
         "table": 1,
     }
     assert elapsed < 10, elapsed
@@ -69,6 +69,42 @@ def test_paper_plan_for_table4(tmp_path):
     trainset = snakemake(cwd, "-n", "-p", "results/teacher/dataset.jsonl").stdout
     assert "--partition train" in trainset
     assert all(f"--recipe peft/recipes/{size}.yaml" in trainset for size in ("2b", "4b", "9b", "27b"))
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_table4_plan_fetches_pinned_models_and_needs_no_judge(tmp_path):
+    """Table 4 is Tier 1 only (no judge, no key); pinned GGUFs and student bases are planned as downloads."""
+    cwd = workflow_copy(tmp_path)
+    pins = {"downloads": {
+        "gguf": {f"models/Qwen3.5-{s}.gguf": {"repo": f"acme/Qwen3.5-{s}-GGUF", "file": f"Qwen3.5-{s}.gguf",
+                                               "revision": COMMIT, "sha256": "a" * 64}
+                 for s in ("2B-Q8_0", "4B-Q6_K", "9B-Q5_K_M", "27B-Q4_K_M")},
+        "bases": {f"Qwen/Qwen3.5-{s}": {"revision": COMMIT} for s in ("2B", "4B", "9B", "27B")}}}
+    (cwd / "pins.yaml").write_text(yaml.safe_dump(pins))
+    env = {k: v for k, v in ENV.items() if k != "ANTHROPIC_API_KEY"}
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "results/table4.csv", "-n", "-p", "--configfile",
+                           "config/config.yaml", "pins.yaml"], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert counts["fetch_gguf"] == 4 and counts["fetch_base"] == 4
+    assert "score" not in counts and counts["score_tier1"] == 78
+    commands = [ln for ln in plan.stdout.splitlines() if "metrobench " in ln]
+    assert not any("anthropic" in c or "ANTHROPIC" in c for c in commands)
+    assert all("--judge none" in c for c in commands if "metrobench score" in c)
+    assert sum("metrobench train" in c and f"--revision {COMMIT}" in c for c in commands) == 9
+    assert "../shared" not in plan.stdout
+    # a base GGUF is an input of its bench jobs, so it is fetched before the server starts
+    fetch = plan.stdout.split("rule fetch_gguf", 1)[1].split("\n\n", 1)[0]
+    assert "output: models/Qwen3.5-" in fetch
+
+    (cwd / "bad.yaml").write_text(yaml.safe_dump({"downloads": {"gguf": {"models/x.gguf": {"repo": "acme/x"}}}}))
+    bad = snakemake(cwd, "results/table4.csv", "-n", "--configfile", "config/config.yaml", "bad.yaml")
+    assert bad.returncode != 0
+    assert ("metrobench: error: config: downloads.gguf[models/x.gguf]: field file missing (every GGUF needs repo, "
+            "file, revision, sha256)") in bad.stderr.splitlines()
 
 
 def _bench_resources(cwd: Path, model: str) -> str:

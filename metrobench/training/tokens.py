@@ -13,10 +13,16 @@ trained on nothing). This module measures both per example and per recipe:
 * :func:`report` sums a recipe's view of a training set, and
   :meth:`TokenReport.line` is the one summary line ``metrobench trainset``
   prints per recipe;
-* :func:`select` is what ``metrobench train`` keeps: never an example with
+* :func:`keep` is what ``metrobench train`` keeps: never an example with
   zero loss tokens, and no example cut before its last assistant turn unless
   the recipe's ``truncation`` is ``paper`` (the published setting, where the
   cut is reported rather than avoided).
+
+A recipe's ``loss`` says which tokens carry the loss (``assistant``: the
+spans; ``text``: every kept token, the paper's setting) and its
+``tool_schemas`` whether the schemas are rendered (the paper's traces had
+none); the report says, per recipe, what share of the kept tokens is trained
+on and what share of those are assistant tokens.
 """
 
 from __future__ import annotations
@@ -29,14 +35,20 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ExampleTokens:
-    """One rendered example: its token count and its assistant (loss) spans as [start, end)."""
+    """One rendered example: its token count and its assistant spans as [start, end)."""
 
     length: int
     spans: tuple[tuple[int, int], ...]
 
-    def loss_tokens(self, max_length: int) -> int:
-        """Loss tokens left after keeping the first ``max_length`` tokens."""
+    def assistant_tokens(self, max_length: int) -> int:
+        """Assistant tokens left after keeping the first ``max_length`` tokens."""
         return sum(max(0, min(end, max_length) - start) for start, end in self.spans)
+
+    def loss_tokens(self, max_length: int, loss: str = "assistant") -> int:
+        """Tokens carrying the loss within ``max_length``: the assistant ones, or (``text``) all but the first."""
+        if loss == "text":
+            return max(0, min(self.length, max_length) - 1)
+        return self.assistant_tokens(max_length)
 
     def cut_before_last_turn(self, max_length: int) -> bool:
         """Whether keeping ``max_length`` tokens loses any token of the last assistant turn."""
@@ -55,11 +67,14 @@ def spans_of(mask: list[int]) -> tuple[tuple[int, int], ...]:
     return tuple(spans)
 
 
-def measure(tokenizer, example: dict[str, Any]) -> ExampleTokens:
-    """Tokens of one ``{"messages", "tools"}`` example with the tokenizer's (training) template."""
+def measure(tokenizer, example: dict[str, Any], *, tool_schemas: bool = True) -> ExampleTokens:
+    """Tokens of one ``{"messages", "tools"}`` example with the tokenizer's (training) template.
+
+    ``tool_schemas=False`` renders it as the paper did, without the tool schemas.
+    """
     from metrobench.training.train import assistant_mask
 
-    ids, mask = assistant_mask(tokenizer, example)
+    ids, mask = assistant_mask(tokenizer, example if tool_schemas else {**example, "tools": []})
     return ExampleTokens(len(ids), spans_of(mask))
 
 
@@ -70,11 +85,14 @@ class TokenReport:
     recipe: str
     max_length: int
     truncation: str
+    loss: str
     examples: int
     cut: int                # cut before their last assistant turn
     zero_loss: int          # no loss token left within max_length
+    zero_assistant: int     # no assistant token left within max_length
     trained: int            # what `metrobench train` keeps
     loss_fraction: float    # mean share of the kept tokens that carry the loss, over trained examples
+    assistant_fraction: float  # mean share of the kept tokens that are assistant tokens, over trained examples
     length_median: float
     length_max: int
     first_loss_min: int | None
@@ -86,29 +104,34 @@ class TokenReport:
                 f"at max_length {self.max_length} (recipe {self.recipe})")
 
     def detail(self) -> str:
-        return (f"  recipe {self.recipe}: truncation {self.truncation}, {self.trained} trained, "
-                f"{self.zero_loss} with no loss token; length median {self.length_median:.0f}, "
-                f"max {self.length_max}; first assistant token min {self.first_loss_min}, median "
-                f"{self.first_loss_median}; loss on {100 * self.loss_fraction:.1f} % of the kept tokens")
+        return (f"  recipe {self.recipe}: truncation {self.truncation}, loss on {self.loss}, {self.trained} "
+                f"trained, {self.zero_loss} with no loss token, {self.zero_assistant} with no assistant token; "
+                f"length median {self.length_median:.0f}, max {self.length_max}; first assistant token min "
+                f"{self.first_loss_min}, median {self.first_loss_median}; trained on (loss tokens / kept tokens) "
+                f"{100 * self.loss_fraction:.1f} %, of which assistant {100 * self.assistant_fraction:.1f} %")
 
 
-def keep(example: ExampleTokens, max_length: int, truncation: str) -> bool:
+def keep(example: ExampleTokens, max_length: int, truncation: str, loss: str = "assistant") -> bool:
     """Whether training uses the example: some loss token, and (unless ``paper``) its last turn whole."""
-    if example.loss_tokens(max_length) == 0:
+    if example.loss_tokens(max_length, loss) == 0:
         return False
     return truncation == "paper" or not example.cut_before_last_turn(max_length)
 
 
-def report(recipe: str, max_length: int, truncation: str, measured: list[ExampleTokens]) -> TokenReport:
-    kept = [m for m in measured if keep(m, max_length, truncation)]
+def report(recipe: str, max_length: int, truncation: str, measured: list[ExampleTokens],
+           loss: str = "assistant") -> TokenReport:
+    kept = [m for m in measured if keep(m, max_length, truncation, loss)]
     firsts = [m.spans[0][0] for m in measured if m.spans]
-    fractions = [m.loss_tokens(max_length) / min(m.length, max_length) for m in kept]
+    fractions = [m.loss_tokens(max_length, loss) / min(m.length, max_length) for m in kept]
+    assistant = [m.assistant_tokens(max_length) / min(m.length, max_length) for m in kept]
     lengths = [m.length for m in measured] or [0]
     return TokenReport(
-        recipe=recipe, max_length=max_length, truncation=truncation, examples=len(measured),
+        recipe=recipe, max_length=max_length, truncation=truncation, loss=loss, examples=len(measured),
         cut=sum(m.cut_before_last_turn(max_length) for m in measured),
-        zero_loss=sum(m.loss_tokens(max_length) == 0 for m in measured), trained=len(kept),
+        zero_loss=sum(m.loss_tokens(max_length, loss) == 0 for m in measured),
+        zero_assistant=sum(m.assistant_tokens(max_length) == 0 for m in measured), trained=len(kept),
         loss_fraction=statistics.fmean(fractions) if fractions else 0.0,
+        assistant_fraction=statistics.fmean(assistant) if assistant else 0.0,
         length_median=statistics.median(lengths), length_max=max(lengths),
         first_loss_min=min(firsts) if firsts else None,
         first_loss_median=statistics.median(firsts) if firsts else None)
@@ -147,13 +170,16 @@ def recipe_reports(recipes: list[Path], examples: list[dict[str, Any]], *,
     """
     from metrobench.training.recipe import load_recipe
 
-    cache: dict[str, list[ExampleTokens]] = {}
+    tokenizers: dict[str, Any] = {}
+    cache: dict[tuple[str, bool], list[ExampleTokens]] = {}
     out = []
     for path in recipes:
         recipe = load_recipe(path)
         source = tokenizer or recipe.tokenizer or recipe.base
-        if source not in cache:
-            tok = load_tokenizer(source)
-            cache[source] = [measure(tok, e) for e in examples]
-        out.append(report(Path(path).stem, recipe.max_length, recipe.truncation, cache[source]))
+        if source not in tokenizers:
+            tokenizers[source] = load_tokenizer(source)
+        key = (source, recipe.tool_schemas)
+        if key not in cache:
+            cache[key] = [measure(tokenizers[source], e, tool_schemas=recipe.tool_schemas) for e in examples]
+        out.append(report(Path(path).stem, recipe.max_length, recipe.truncation, cache[key], recipe.loss))
     return out

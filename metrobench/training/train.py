@@ -2,9 +2,15 @@
 
 The base is loaded in 4-bit NF4 with double quantisation (bitsandbytes; on
 CUDA, and on the CPU since bitsandbytes 0.50), LoRA adapters go on the
-attention and MLP projections, and the loss covers only the assistant turns:
-the training chat template marks them with ``{% generation %}`` and renders
-the tool schemas exactly as inference does. Examples are measured first
+attention and MLP projections, and the loss covers the assistant turns (the
+training chat template marks them with ``{% generation %}`` and renders the
+tool schemas exactly as inference does) or, with the recipe's ``loss: text``,
+the whole text as the paper's runs did. Memory: the embeddings and LM head
+stay bf16 (:func:`prepare_quantized`), and TRL's fused LM head computes the
+loss in tiles of 4,096 tokens x 32,768 vocabulary entries, so the
+``(sequence, 248k)`` fp32 logits are never materialised; ``metrobench
+train`` sets ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` unless the
+environment sets it. Examples are measured first
 (:mod:`metrobench.training.tokens`): one with no loss token inside
 ``max_length`` is never trained, and one cut before its last assistant turn
 is dropped unless the recipe's ``truncation`` is ``paper``; both counts are
@@ -13,8 +19,9 @@ initialisation, the data order and the train/validation split.
 
 Checkpoints go to a work folder beside the adapter; a restarted job resumes
 from the newest one. ``train_metrics.json`` beside the adapter records wall
-time, steps, final train and validation loss, adapter size, peak memory,
-library versions and the seed.
+time, steps, final train and validation loss (and the best checkpoint when
+the recipe keeps it), adapter size and dtype, peak memory, library versions
+and the seed.
 """
 
 from __future__ import annotations
@@ -73,11 +80,12 @@ def trainable(rows: list[dict[str, Any]], tokenizer, recipe: Recipe) -> list[dic
     """The rows training uses under ``recipe`` (see :func:`metrobench.training.tokens.keep`), with a printed count."""
     from metrobench.training.tokens import keep, measure, report
 
-    measured = [measure(tokenizer, r) for r in rows]
-    summary = report(recipe.size, recipe.max_length, recipe.truncation, measured)
-    kept = [r for r, m in zip(rows, measured) if keep(m, recipe.max_length, recipe.truncation)]
+    measured = [measure(tokenizer, r, tool_schemas=recipe.tool_schemas) for r in rows]
+    summary = report(recipe.size, recipe.max_length, recipe.truncation, measured, recipe.loss)
+    kept = [r for r, m in zip(rows, measured) if keep(m, recipe.max_length, recipe.truncation, recipe.loss)]
     dropped_cut = len(rows) - len(kept) - summary.zero_loss   # the rest of what keep() refused
     print(summary.line())
+    print(summary.detail())
     print(f"training on {len(kept)} of {len(rows)} examples: dropped {summary.zero_loss} with no loss token "
           f"and {dropped_cut} cut before their last assistant turn (truncation: {recipe.truncation})", flush=True)
     if len(kept) < 2:
@@ -116,65 +124,131 @@ def _last_checkpoint(work: Path) -> str | None:
     return str(checkpoints[-1]) if checkpoints else None
 
 
-def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | None = None,
-          callbacks: list | None = None) -> dict[str, Any]:
-    """Train the adapter into ``out``; returns (and writes) the run's metrics."""
+def prepare_quantized(model, gradient_checkpointing: bool):
+    """``prepare_model_for_kbit_training`` without its fp32 copy of the embeddings and the LM head.
+
+    As peft does: every base weight frozen, the small unquantised ones (norms,
+    biases, the gated-delta layers' decay and convolution weights) cast to fp32
+    for stable updates, gradient checkpointing on. Unlike peft, the input
+    embeddings and the LM head stay in the load dtype (bf16 on CUDA): at 27B
+    the two 248k-row matrices are 5 GB in bf16 and 10 GB in fp32, and both are
+    frozen, so fp32 buys nothing.
+    """
     import torch
-    from datasets import Dataset
-    from peft import LoraConfig, prepare_model_for_kbit_training
-    from transformers import AutoModelForCausalLM, BitsAndBytesConfig, set_seed
-    from trl import SFTConfig, SFTTrainer
 
-    start = time.perf_counter()
-    out, work = Path(out), Path(work) if work else Path(out).with_name(Path(out).name + ".work")
-    rows = load_examples(dataset)
-    _prepare_work(work, recipe, dataset, seed)
-    base_dir = resolve_base(recipe.base)
-    tokenizer = tokenizer_for(base_dir)
-    cuda = torch.cuda.is_available()
-    measured_rows = len(rows)
-    rows = trainable(rows, tokenizer, recipe)
+    big = {id(p) for module in (model.get_input_embeddings(), model.get_output_embeddings())
+           if module is not None for p in module.parameters()}
+    for param in model.parameters():
+        param.requires_grad = False
+        if (param.dtype in (torch.float16, torch.bfloat16) and param.__class__.__name__ != "Params4bit"
+                and id(param) not in big):
+            param.data = param.data.to(torch.float32)
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+    return model
 
-    set_seed(seed)
-    # Tools travel as JSON text: Arrow would merge the seven schemas into one struct
-    # padded with nulls, and the template would then render those nulls.
-    data = Dataset.from_list([{"messages": r["messages"], "tools": json.dumps(r["tools"])} for r in rows])
-    n_val = max(1, round(recipe.val_fraction * len(rows)))
-    split = data.train_test_split(test_size=n_val, seed=seed)
 
+def gated_delta_path() -> str:
+    """Which gated-delta (Qwen3.5 linear-attention) implementation transformers will pick, in words."""
+    import importlib
+
+    found = []
+    for package, name in (("fla", "flash-linear-attention"), ("causal_conv1d", "causal-conv1d")):
+        try:
+            importlib.import_module(package)
+            found.append(name)
+        except Exception:  # noqa: BLE001 - not installed, or no CUDA build: transformers falls back
+            pass
+    if not found:
+        return "PyTorch reference path (flash-linear-attention and causal-conv1d not installed)"
+    return " + ".join(found) + " kernels" + ("" if len(found) == 2 else " (the other part on the PyTorch path)")
+
+
+def load_model(recipe: Recipe, base_dir: Path, cuda: bool):
+    """The base, NF4 on CUDA in bf16 (fp32 on the CPU), prepared for QLoRA (see :func:`prepare_quantized`)."""
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    dtype = torch.bfloat16 if cuda else torch.float32
     quantization = None
     if recipe.load_in_4bit:
         quantization = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                          bnb_4bit_use_double_quant=True,
-                                          bnb_4bit_compute_dtype=torch.bfloat16 if cuda else torch.float32)
-    model = AutoModelForCausalLM.from_pretrained(
-        str(base_dir), quantization_config=quantization,
-        dtype=torch.bfloat16 if cuda else torch.float32, device_map={"": 0} if cuda else None)
+                                          bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), quantization_config=quantization, dtype=dtype,
+                                                 device_map={"": 0} if cuda else None)
     if quantization is not None:
-        model = prepare_model_for_kbit_training(
-            model, use_gradient_checkpointing=recipe.gradient_checkpointing,
-            gradient_checkpointing_kwargs={"use_reentrant": False})
+        model = prepare_quantized(model, recipe.gradient_checkpointing)
+    if getattr(model.config, "model_type", "").startswith("qwen3_5"):
+        print(f"gated-delta layers: {gated_delta_path()}", flush=True)
+    return model, quantization is not None
+
+
+def sft_config(recipe: Recipe, work: Path, seed: int, cuda: bool, quantized: bool):
+    """TRL's settings for a recipe. TRL's fused LM head computes the loss in tiles, never the full logits."""
+    from trl import SFTConfig
+
+    best = {"eval_strategy": "steps", "eval_steps": recipe.save_steps, "load_best_model_at_end": True,
+            "metric_for_best_model": "eval_loss", "greater_is_better": False} if recipe.keep_best else \
+        {"eval_strategy": "no"}
+    return SFTConfig(
+        output_dir=str(work), num_train_epochs=recipe.epochs, max_steps=recipe.max_steps,
+        per_device_train_batch_size=recipe.batch_size, per_device_eval_batch_size=recipe.eval_batch_size,
+        gradient_accumulation_steps=recipe.grad_accum, learning_rate=recipe.learning_rate,
+        lr_scheduler_type=recipe.scheduler, warmup_steps=recipe.warmup_ratio, max_length=recipe.max_length,
+        assistant_only_loss=recipe.loss == "assistant", seed=seed, data_seed=seed,
+        optim=recipe.optim_cuda if cuda else recipe.optim_cpu, bf16=cuda, use_cpu=not cuda,
+        gradient_checkpointing=recipe.gradient_checkpointing and not quantized,
+        gradient_checkpointing_kwargs={"use_reentrant": False},
+        logging_steps=recipe.logging_steps, save_strategy="steps", save_steps=recipe.save_steps,
+        save_total_limit=2, report_to=[], dataloader_num_workers=0, **best,
+    )
+
+
+def build_trainer(recipe: Recipe, rows: list[dict[str, Any]], base_dir: Path, tokenizer, work: Path, *,
+                  seed: int, callbacks: list | None = None):
+    """The SFTTrainer of one run: model, LoRA, the seed's train/validation split; nothing trained yet."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import set_seed
+    from trl import SFTTrainer
+
+    cuda = torch.cuda.is_available()
+    set_seed(seed)
+    # Tools travel as JSON text: Arrow would merge the seven schemas into one struct
+    # padded with nulls, and the template would then render those nulls.
+    data = Dataset.from_list([{"messages": r["messages"],
+                               "tools": json.dumps(r["tools"] if recipe.tool_schemas else [])} for r in rows])
+    n_val = max(1, round(recipe.val_fraction * len(rows)))
+    split = data.train_test_split(test_size=n_val, seed=seed)
+    model, quantized = load_model(recipe, base_dir, cuda)
     present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
     targets = [t for t in recipe.target_modules if t in present]
     if not targets:
         raise MetrobenchError(f"recipe {recipe.size}: none of {recipe.target_modules} in the base model")
     lora = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, lora_dropout=recipe.lora_dropout,
                       target_modules=targets, task_type="CAUSAL_LM")
-    config = SFTConfig(
-        output_dir=str(work), num_train_epochs=recipe.epochs, max_steps=recipe.max_steps,
-        per_device_train_batch_size=recipe.batch_size, per_device_eval_batch_size=recipe.batch_size,
-        gradient_accumulation_steps=recipe.grad_accum, learning_rate=recipe.learning_rate,
-        lr_scheduler_type=recipe.scheduler, warmup_steps=recipe.warmup_ratio, max_length=recipe.max_length,
-        assistant_only_loss=True, seed=seed, data_seed=seed,
-        optim=recipe.optim_cuda if cuda else recipe.optim_cpu, bf16=cuda, use_cpu=not cuda,
-        gradient_checkpointing=recipe.gradient_checkpointing and quantization is None,
-        gradient_checkpointing_kwargs={"use_reentrant": False},
-        logging_steps=recipe.logging_steps, save_strategy="steps", save_steps=recipe.save_steps,
-        save_total_limit=2, eval_strategy="no", report_to=[], dataloader_num_workers=0,
-    )
-    trainer = SFTTrainer(model=model, args=config, train_dataset=split["train"],
-                         eval_dataset=split["test"], processing_class=tokenizer, peft_config=lora,
-                         callbacks=callbacks)
+    return SFTTrainer(model=model, args=sft_config(recipe, work, seed, cuda, quantized),
+                      train_dataset=split["train"], eval_dataset=split["test"],
+                      processing_class=tokenizer, peft_config=lora, callbacks=callbacks)
+
+
+def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | None = None,
+          callbacks: list | None = None, revision: str | None = None) -> dict[str, Any]:
+    """Train the adapter into ``out``; returns (and writes) the run's metrics."""
+    import torch
+
+    start = time.perf_counter()
+    out, work = Path(out), Path(work) if work else Path(out).with_name(Path(out).name + ".work")
+    rows = load_examples(dataset)
+    _prepare_work(work, recipe, dataset, seed)
+    base_dir = resolve_base(recipe.base, revision)
+    tokenizer = tokenizer_for(base_dir)
+    cuda = torch.cuda.is_available()
+    measured_rows = len(rows)
+    rows = trainable(rows, tokenizer, recipe)
+    trainer = build_trainer(recipe, rows, base_dir, tokenizer, work, seed=seed, callbacks=callbacks)
     resumed = _last_checkpoint(work)
     result = trainer.train(resume_from_checkpoint=resumed)
     evaluation = trainer.evaluate()
@@ -185,17 +259,20 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
     tokenizer.save_pretrained(str(out))
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     adapter_bytes = sum(p.stat().st_size for p in out.glob("adapter_model*"))
+    adapter_dtypes = sorted({str(p.dtype).removeprefix("torch.") for n, p in trainer.model.named_parameters()
+                             if "lora_" in n})
     peak = (torch.cuda.max_memory_allocated() if cuda
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     metrics = {
         "size": recipe.size, "seed": seed, "base": recipe.base, "examples": len(rows),
         "examples_dropped": measured_rows - len(rows),
-        "train_examples": len(split["train"]), "val_examples": len(split["test"]),
+        "train_examples": len(trainer.train_dataset), "val_examples": len(trainer.eval_dataset),
         "steps": trainer.state.global_step, "epochs": trainer.state.epoch,
         "first_train_loss": losses[0] if losses else None,
         "final_train_loss": losses[-1] if losses else None,
         "mean_train_loss": result.training_loss, "val_loss": evaluation.get("eval_loss"),
-        "adapter_bytes": adapter_bytes, "peak_memory_bytes": peak,
+        "best_checkpoint": trainer.state.best_model_checkpoint, "best_val_loss": trainer.state.best_metric,
+        "adapter_bytes": adapter_bytes, "adapter_dtypes": adapter_dtypes, "peak_memory_bytes": peak,
         "device": "cuda" if cuda else "cpu", "resumed_from": resumed,
         "wall_s": round(time.perf_counter() - start, 1), "versions": _versions(),
         "recipe": recipe.model_dump(),

@@ -76,6 +76,27 @@ rule score:
         " --system {wildcards.system} --out results/scores {params.judge} > {log} 2>&1"
 
 
+rule score_tier1:
+    # Tier 1 only (--judge none): what Table 4 reads, so it never needs ANTHROPIC_API_KEY.
+    input:
+        run="results/runs/{model}/{system}.jsonl",
+        split="results/partition.json",
+    output:
+        "results/scores-tier1/model={model}/system={system}/part.parquet",
+    log:
+        "logs/scores-tier1/{model}/{system}.log",
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        data=data_flag(),
+        partition=config.get("bench", {}).get("partition", "all"),
+        sample=sample_flag(),
+    shell:
+        "metrobench score {params.data} --run {input.run} --split {input.split}"
+        " --partition {params.partition} {params.sample} --model {wildcards.model}"
+        " --system {wildcards.system} --out results/scores-tier1 --judge none > {log} 2>&1"
+
+
 rule summary:
     input:
         scores_of(["{model}"]),

@@ -1,7 +1,12 @@
 # Config helpers, path helpers and wildcard constraints shared by every rule file.
 
 import re
+import sys
+from pathlib import Path
+
 import yaml
+
+from metrobench.downloads import check_downloads
 
 SYSTEMS = config["systems"]
 MODELS = sorted(config.get("models", {}))
@@ -54,23 +59,69 @@ def peft_dir(size, seed):
     return f"results/peft/{size}/seed{seed}"
 
 
+# Pinned downloads (metrobench/downloads.py): checked as the config is parsed, so an
+# entry lacking a field stops the plan with one line instead of failing a job.
+DOWNLOADS = config.get("downloads") or {}
+_problems = check_downloads(DOWNLOADS, "config")
+if _problems:
+    sys.exit(f"metrobench: error: {_problems[0]}")
+GGUF_DOWNLOADS = DOWNLOADS.get("gguf") or {}
+BASE_DOWNLOADS = DOWNLOADS.get("bases") or {}
+
+
+def served_gguf(model):
+    """The GGUF a configured model serves from (its serving.gguf), else None."""
+    spec = config["models"].get(model)
+    if isinstance(spec, str):
+        with open(spec) as handle:
+            spec = yaml.safe_load(handle)
+    return (
+        ((spec or {}).get("serving") or {}).get("gguf")
+        if isinstance(spec, dict)
+        else None
+    )
+
+
 def bench_inputs(wildcards):
     inputs = {"split": "results/partition.json"}
     student = student_of(wildcards.model)
     if student:
         inputs["gguf"] = f"{peft_dir(*student)}/model-Q4_K_M.gguf"
-    elif isinstance(config["models"][wildcards.model], str):
+        return inputs
+    if isinstance(config["models"][wildcards.model], str):
         inputs["model"] = config["models"][wildcards.model]
+    gguf = served_gguf(wildcards.model)
+    if gguf and (gguf in GGUF_DOWNLOADS or Path(gguf).exists()):
+        inputs["served_gguf"] = gguf  # fetched by rule fetch_gguf when missing
     return inputs
+
+
+def recipe_base(size):
+    """The base a student's recipe names (a hub id, a local path, or a test model)."""
+    with open(STUDENTS[size]["recipe"]) as handle:
+        return (yaml.safe_load(handle) or {})["base"]
+
+
+def base_inputs(wildcards):
+    """The stamp of the student's pinned base download, when the config pins that base."""
+    base = recipe_base(wildcards.size)
+    return {"base": f"results/models/{base}.json"} if base in BASE_DOWNLOADS else {}
+
+
+def revision_flag(wildcards):
+    entry = BASE_DOWNLOADS.get(recipe_base(wildcards.size))
+    return f"--revision {entry['revision']}" if entry else ""
 
 
 def gguf_flag(wildcards, input):
     return f"--gguf {input.gguf}" if "gguf" in input.keys() else ""
 
 
-def scores_of(models):
+def scores_of(models, tier1=False):
+    """Score files of these models; tier1=True: scored without the judge (results/scores-tier1)."""
     return expand(
-        "results/scores/model={model}/system={system}/part.parquet",
+        "results/scores{tier}/model={model}/system={system}/part.parquet",
+        tier="-tier1" if tier1 else "",
         model=models,
         system=SYSTEMS,
     )
@@ -112,7 +163,7 @@ BASES = [spec["base_model"] for spec in STUDENTS.values()]
 TABLE_INPUTS = {
     "table2": scores_of(LEADERBOARD),
     "table3": scores_of([cell["model"] for cell in config.get("sensitivity") or []]),
-    "table4": scores_of(BASES + STUDENT_MODELS)
+    "table4": scores_of(BASES + STUDENT_MODELS, tier1=True)
     + [f"{peft_dir(*student_of(m))}/gguf_sizes.json" for m in STUDENT_MODELS],
     "table7": ["results/teacher/composition.csv"],
     "table8": [f"{peft_dir(*student_of(m))}/adapter" for m in STUDENT_MODELS]
@@ -123,6 +174,8 @@ TABLE_INPUTS = {
     ),
     "categories": scores_of(members(STATS.get("category_models") or [])),
 }
+# Tables that read Tier 1 only: scored with --judge none, so they never need a judge's key.
+TIER1_TABLES = {"table4"}
 FIGURE_SOURCE = {
     "figure2": "table2",
     "figure3": "categories",
@@ -143,10 +196,19 @@ def gpu_jobs(wildcards):
 
 
 def merge_mem_mb(wildcards):
-    """RAM a merge needs: the bfloat16 base (2 bytes a parameter) + 25 %, plus 8 GB (27B: ~77 GB)."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)b", wildcards.size)
+    """RAM a merge needs: the bfloat16 base (2 bytes a parameter) + 25 %, plus 8 GB (27B: ~77 GB).
+
+    The size is read from the student's name (`27b`, `27b-corrected`).
+    """
+    match = re.match(r"(\d+(?:\.\d+)?)b(?![a-z0-9])", wildcards.size)
     billions = float(match.group(1)) if match else 1.0
     return int(billions * 2 * 1.25 * 1024 + 8192)
+
+
+# The training env: with Qwen3.5's CUDA kernels when config cuda_training is true.
+TRAIN_ENV = (
+    "../envs/train-cuda.yaml" if config.get("cuda_training") else "../envs/train.yaml"
+)
 
 
 def intermediate(path):

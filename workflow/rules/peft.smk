@@ -3,6 +3,7 @@
 
 rule train:
     input:
+        unpack(base_inputs),
         dataset="results/teacher/dataset.jsonl",
         recipe=lambda w: STUDENTS[w.size]["recipe"],
     output:
@@ -12,19 +13,21 @@ rule train:
     benchmark:
         "results/benchmarks/peft/{size}/seed{seed}/train.tsv"
     conda:
-        "../envs/train.yaml"
+        TRAIN_ENV
     threads: workflow.cores
     resources:
         gpu=1,
     params:
         work=lambda w: f"results/work/peft/{w.size}/seed{w.seed}",
+        revision=revision_flag,
     shell:
         "metrobench train --recipe {input.recipe} --dataset {input.dataset} --seed {wildcards.seed}"
-        " --out {output} --work {params.work} > {log} 2>&1"
+        " --out {output} --work {params.work} {params.revision} > {log} 2>&1"
 
 
 rule merge:
     input:
+        unpack(base_inputs),
         adapter="results/peft/{size}/seed{seed}/adapter",
         recipe=lambda w: STUDENTS[w.size]["recipe"],
     output:
@@ -37,8 +40,11 @@ rule merge:
         "../envs/train.yaml"
     resources:
         mem_mb=merge_mem_mb,
+    params:
+        revision=revision_flag,
     shell:
-        "metrobench merge --recipe {input.recipe} --adapter {input.adapter} --out {output} > {log} 2>&1"
+        "metrobench merge --recipe {input.recipe} --adapter {input.adapter} --out {output}"
+        " {params.revision} > {log} 2>&1"
 
 
 rule gguf:

@@ -29,8 +29,11 @@ rule table:
         "../envs/cpu.yaml"
     params:
         config=config_flags(),
+        scores=lambda w: (
+            "results/scores-tier1" if w.table in TIER1_TABLES else "results/scores"
+        ),
     shell:
-        "metrobench tables --scores results/scores {params.config} --out results"
+        "metrobench tables --scores {params.scores} {params.config} --out results"
         " --only {wildcards.table} > {log} 2>&1"
 
 
@@ -52,8 +55,13 @@ rule figure:
         "../envs/cpu.yaml"
     params:
         config=config_flags(),
+        scores=lambda w: (
+            "results/scores-tier1"
+            if FIGURE_SOURCE[w.figure] in TIER1_TABLES
+            else "results/scores"
+        ),
     shell:
-        "metrobench tables --scores results/scores {params.config} --out results"
+        "metrobench tables --scores {params.scores} {params.config} --out results"
         " --only {wildcards.figure} > {log} 2>&1"
 
 
