@@ -288,3 +288,22 @@ def test_cli_run_with_flags_and_clear_errors(root, tmp_path, capsys):
     assert main(["run", "--data", str(root), "--system", "doha", "--model-config", str(bad),
                  "--out", str(tmp_path / "e.jsonl")]) == 2
     assert "bad.yaml: field temperature" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("config", "model", "max_tokens", "gguf"), [
+    ("config/config.yaml", "qwen3.5-27b", 4096, "models/Qwen3.5-27B-Q4_K_M.gguf"),
+    ("config/mini-study.yaml", "smollm2-135m-mini", 512, None),
+])
+def test_inline_study_models_resolve_with_the_command_line_name(config, model, max_tokens, gguf):
+    """`bench --config C --model M` on an inline `models` entry (the paper's and the mini-study's)."""
+    import argparse
+
+    from metrobench.cli import _model_config
+
+    args = argparse.Namespace(config=[config], model=model, gguf=None, model_config=None, provider=None,
+                              base_url=None, api_key_env=None, temperature=None, max_tokens=None,
+                              thinking=None, reasoning_effort=None, concurrency=None, max_rounds=None,
+                              timeout=None)
+    resolved = _model_config(args)
+    assert (resolved.name, resolved.max_tokens, resolved.serving.gguf) == (model, max_tokens, gguf)
+    assert _model_config(argparse.Namespace(**{**vars(args), "max_tokens": 7})).max_tokens == 7

@@ -156,10 +156,11 @@ def load_model_config(path: Path | str, **overrides: Any) -> ModelConfig:
     return parse_model_config(raw, str(path))
 
 
-def study_model_config(name: str, entry: str | dict[str, Any], **overrides: Any) -> ModelConfig:
+def study_model_config(name: str, entry: str | dict[str, Any], /, **overrides: Any) -> ModelConfig:
     """A study config's ``models`` entry: a model config file's path, or the settings inline.
 
-    Inline entries take their name from the key unless they say otherwise.
+    Inline entries take their name from the key unless they say otherwise; the overrides
+    (the command line's flags, ``name`` among them) win over both.
     """
     if isinstance(entry, str):
         return load_model_config(entry, **overrides)
