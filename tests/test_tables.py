@@ -162,3 +162,42 @@ def test_table8_is_the_training_cost_per_size(results):
         table8({"students": {"tiny": SWEEP["tiny"]}}, results)
     with pytest.raises(Skip, match=r"no students"):
         table8({}, results)
+
+
+STATS = {"n_resamples": 1000, "seed": 42, "bootstrap_models": ["m1", "small-peft"],
+         "comparisons": [["small-peft", "m2"], ["m1", "m2"]]}
+
+
+def test_table9_intervals_are_pinned_and_the_estimates_computed_by_hand(cases):
+    frame = table9(cases, {"students": STUDENTS, "stats": STATS}, "holdout")
+    columns = ["model", "statistic", "n", "tier1", "tier1_lo", "tier1_hi", "composite", "composite_lo", "composite_hi"]
+    assert frame[columns].values.tolist() == [
+        # m1: Tier 1 80, 90 | 70, 60; composite 90, 95 | 85, 80 (pooled mean = mean of the two system means)
+        ["m1", "pooled", 4, 75.0, 65.0, 85.0, 87.5, 82.5, 92.5],
+        ["m1", "headline", 4, 75.0, 70.0, 80.0, 87.5, 85.0, 90.0],
+        # small-peft: the per-case mean of its two seeds, 60, 70 | 80, 90 (composite: half)
+        ["small-peft", "pooled", 4, 75.0, 65.0, 85.0, 37.5, 32.5, 42.5],
+        ["small-peft", "headline", 4, 75.0, 70.0, 80.0, 37.5, 35.0, 40.0],
+    ]
+    assert set(frame["partition"]) == {"holdout"}
+
+
+def test_table10_paired_deltas_p_values_and_holm(cases):
+    frame = table10(cases, {"students": STUDENTS, "stats": STATS})
+    columns = ["a", "b", "partition", "metric", "n", "delta", "lo", "hi", "excludes_zero"]
+    assert frame[columns].values.tolist() == [
+        ["small-peft", "m2", "holdout", "tier1", 4, -25.0, -35.0, -15.0, True],    # -20, -10, -40, -30
+        ["small-peft", "m2", "holdout", "composite", 4, -12.5, -17.5, -7.5, True],
+        ["m1", "m2", "holdout", "tier1", 4, -25.0, -35.0, -15.0, True],
+        ["m1", "m2", "holdout", "composite", 4, 37.5, 32.5, 42.5, True],           # m2's lower bound: 50
+        ["small-peft", "m2", "full", "tier1", 5, -9.0, -32.0, 25.0, False],        # the train case: +55
+        ["small-peft", "m2", "full", "composite", 5, -4.5, -16.0, 12.5, False],
+        ["m1", "m2", "full", "tier1", 5, -28.0, -38.0, -18.0, True],
+        ["m1", "m2", "full", "composite", 5, 36.0, 31.0, 41.0, True],
+    ]
+    one_sided = 2 / 1001  # every resample on one side of zero: 2 x (0 + 1) / (n + 1)
+    assert frame["p"].tolist() == [one_sided] * 4 + [0.5454545454545454] * 2 + [one_sided] * 2
+    # Holm: the six smallest share rank 1's factor 8 (monotone), the two largest are capped at 1
+    assert frame["p_holm"].tolist() == [8 * one_sided] * 4 + [1.0] * 2 + [8 * one_sided] * 2
+    with pytest.raises(Skip, match="no comparisons"):
+        table10(cases, {})
