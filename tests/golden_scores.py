@@ -16,14 +16,16 @@ The answers (variants):
   advisory, the issue stations, the cultural words), with the tools the scorer
   expects for the category;
 * ``partial-tools`` — the same answer with only one of the expected tools (two
-  unrestricted re-plans where a disruption needs a re-route);
+  unrestricted re-plans where a disruption needs a re-route, a route plan where
+  there is no service, two submissions without a re-plan in multi-turn cases);
 * ``mentions`` — no route and no fare, only words: the disruption keywords, the
   first of the accessibility issue stations, half the cultural keywords, a
   wrong card term, a banner of the wrong severity, the wrong kiosk action;
 * ``near-miss`` — numbers at or just past each tolerance, one line item and one
   passenger off;
-* ``odd`` — one of six malformed answers per case (no JSON, strings for
-  numbers, lists for objects, unnamed and invented tools, an empty state).
+* ``odd`` — one of seven malformed answers per case (no JSON, strings for
+  numbers, lists for objects, unnamed and invented tools, a half state, an
+  empty state).
 
 Regenerate only on purpose — after a deliberate change of scoring behaviour or
 of the benchmark data, never to make a failing test pass::
@@ -119,6 +121,10 @@ def partial_calls(case: dict[str, Any]) -> list[dict[str, Any]]:
     calls = [call(expected[0], {"query_type": "facilities"})] if expected else [call("line_info")]
     if case["category"] == "C" and _needs_reroute(case["ground_truth"]):
         calls = [call("route_planner"), call("route_planner")]
+    if case["category"] == "I" and not expected:  # planned although there is no service
+        calls = [call("route_planner")]
+    if case["category"] == "G":  # submitted twice without re-planning in between
+        calls.append(accepted_submit())
     return calls + [accepted_submit()]
 
 
@@ -198,7 +204,7 @@ def _odd_strings(answer: dict[str, Any]) -> dict[str, Any]:
 def odd_answer(bench: Benchmark, case: dict[str, Any], index: int) -> Answer:
     answer = gt_answer(bench, case["id"])
     calls = ideal_calls(case)
-    kind = index % 6
+    kind = index % 7
     if kind == 0:
         return None, calls, answer["ui_updates"]["assistant_message"]
     if kind == 1:
@@ -213,6 +219,8 @@ def odd_answer(bench: Benchmark, case: dict[str, Any], index: int) -> Answer:
     if kind == 4:
         odd_calls = [{"name": None}, call("teleport"), call("station_info", "accessibility"), *calls]
         return answer, odd_calls, ""
+    if kind == 5:  # two of the four state checks: an outcome and an empty ui_updates
+        return {"outcome": answer["outcome"], "ui_updates": {}}, calls[-1:], ""
     return {}, [], "{}"
 
 

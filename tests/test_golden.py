@@ -62,6 +62,9 @@ def test_every_component_score_equals_the_golden_file(tables):
     ("mentions", "advisory_issued", 5.0),              # banner of the wrong severity
     ("ground-truth", "advisory_issued", 10.0),
     ("ground-truth", "context_update_detected", 5.0),
+    ("partial-tools", "context_update_detected", 2.0),  # two submissions, no re-plan between
+    ("partial-tools", "tool_calls_correct", 7.0),       # route planned where there is no service
+    ("odd", "renderable_state_validity", 3.0),         # two of the four checks
     ("odd", "no_tool_hallucination", 1.0),             # 25 - 12 x 2 invented tools
     ("odd", "renderable_state_validity", 1.0),         # valid JSON, nothing expected in it
 ])
