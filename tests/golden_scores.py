@@ -24,8 +24,8 @@ The answers (variants):
 * ``near-miss`` — numbers at or just past each tolerance, one line item and one
   passenger off;
 * ``odd`` — one of seven malformed answers per case (no JSON, strings for
-  numbers, lists for objects, unnamed and invented tools, a half state, an
-  empty state).
+  numbers, lists for objects, unnamed and invented tools, a half state,
+  nothing at all).
 
 Regenerate only on purpose — after a deliberate change of scoring behaviour or
 of the benchmark data, never to make a failing test pass::
@@ -221,7 +221,7 @@ def odd_answer(bench: Benchmark, case: dict[str, Any], index: int) -> Answer:
         return answer, odd_calls, ""
     if kind == 5:  # two of the four state checks: an outcome and an empty ui_updates
         return {"outcome": answer["outcome"], "ui_updates": {}}, calls[-1:], ""
-    return {}, [], "{}"
+    return {}, [], ""  # nothing at all: the judged components' empty-answer rules
 
 
 def answers(bench: Benchmark, case: dict[str, Any], index: int) -> Iterator[tuple[str, Answer]]:

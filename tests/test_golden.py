@@ -65,6 +65,7 @@ def test_every_component_score_equals_the_golden_file(tables):
     ("partial-tools", "context_update_detected", 2.0),  # two submissions, no re-plan between
     ("partial-tools", "tool_calls_correct", 7.0),       # route planned where there is no service
     ("odd", "renderable_state_validity", 3.0),         # two of the four checks
+    ("odd", "scope_adherence", 5.0),                   # nothing said: nothing out of scope
     ("odd", "no_tool_hallucination", 1.0),             # 25 - 12 x 2 invented tools
     ("odd", "renderable_state_validity", 1.0),         # valid JSON, nothing expected in it
 ])
