@@ -21,10 +21,11 @@ def tables(bench):
 
 
 def _differences(golden, now, limit: int = 12) -> list[str]:
-    merged = golden.merge(now, on=list(KEY), how="outer", suffixes=("_golden", "_now"), indicator=True)
-    lines = [f"{row.variant} {row.case_id} {row.component}: only in the {'golden file' if row._merge == 'left_only' else 'new scores'}"
-             for row in merged[merged["_merge"] != "both"].itertuples()]
-    both = merged[merged["_merge"] == "both"]
+    merged = golden.merge(now, on=list(KEY), how="outer", suffixes=("_golden", "_now"), indicator="side")
+    where = {"left_only": "the golden file", "right_only": "the new scores"}
+    lines = [f"{row.variant} {row.case_id} {row.component}: only in {where[row.side]}"
+             for row in merged[merged["side"] != "both"].itertuples()]
+    both = merged[merged["side"] == "both"]
     for column in ("score", "max", "tier", "judged", "reason", "partition"):
         a, b = both[f"{column}_golden"], both[f"{column}_now"]
         changed = both[~((a == b) | (a.isna() & b.isna()))]
