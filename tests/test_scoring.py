@@ -11,7 +11,7 @@ from scoring_helpers import accepted_submit, by_name, call, gt_answer, score, to
 from metrobench.data import SYSTEMS
 from metrobench.scoring import errata as E
 from metrobench.scoring.errata import parse_errata
-from metrobench.scoring.scorer import Scorer
+from metrobench.scoring.scorer import Scorer, applicable
 from metrobench.tools import ToolSession, call_tool
 from metrobench.transcript import MISSING, CaseRecord
 
@@ -275,3 +275,11 @@ def test_judge_none_leaves_judged_components_unscored(bench):
     assert all(c.score is None and not c.judged for c in judged.values())
     low, high = totals(result, "zero"), totals(result, "max")
     assert high.total - low.total == 30 and low.tier1_pct == high.tier1_pct
+
+
+def test_four_components_are_scored_in_every_case_with_default_maxima():
+    assert applicable({"scoring": {}}) == [("tool_calls_correct", 10), ("no_tool_hallucination", 10),
+                                           ("renderable_state_validity", 5), ("framebook_conformance", 5)]
+    assert applicable({"scoring": {"route_correct": 10, "framebook_conformance": 3}}) == [
+        ("route_correct", 10), ("tool_calls_correct", 10), ("no_tool_hallucination", 10),
+        ("renderable_state_validity", 5), ("framebook_conformance", 3)]

@@ -9,6 +9,7 @@ import pytest
 from metrobench.contract import TerminalState, response_id
 from metrobench.tools import ToolSession, call_tool
 from metrobench.tools.functions import route_id_for
+from metrobench.tools.schemas import VALID_QUERY_TYPES
 
 
 @pytest.fixture
@@ -66,6 +67,22 @@ def test_station_info_paths(marta):
     assert flat["station_id"] == "midtown" and flat["data"]["accessibility"]["elevator"] is False
     batch = call_tool(marta, "station_info", {"station_ids": ["MARTA-MT"], "query_type": "facilities"}).body
     assert list(batch) == ["results"] and "connections" not in batch["results"][0]["data"]
+
+
+@pytest.mark.parametrize(("query_type", "data"), [
+    # spec §5.5: the subset of the station record each query type returns, key order included
+    ("exits", '{"name":"Midtown","type":"underground","zone":"midtown"}'),
+    ("connections", '{"name":"Midtown","lines":["gold","red"],"connections":["MARTA-AC","MARTA-NA"]}'),
+    ("real_time_status", '{"name":"Midtown","status":"operational","alerts":[]}'),
+    ("accessibility", '{"name":"Midtown","accessibility":{"elevator":false,"escalator":true,'
+                      '"step_free":true,"tactile_paving":true,"wide_gate":true}}'),
+    ("facilities", '{"id":"MARTA-MT","name":"Midtown","lines":["gold","red"],"type":"underground",'
+                   '"accessibility":{"elevator":false,"escalator":true,"step_free":true,'
+                   '"tactile_paving":true,"wide_gate":true},"zone":"midtown"}'),
+], ids=lambda value: value if value in VALID_QUERY_TYPES else "")
+def test_station_info_returns_each_query_types_subset_exactly(marta, query_type, data):
+    assert _text(marta, "station_info", {"station_id": "MARTA-MT", "query_type": query_type}) == (
+        200, f'{{"station_id":"MARTA-MT","data":{data}}}')
 
 
 def test_line_info_paths(marta, bench):

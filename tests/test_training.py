@@ -28,6 +28,12 @@ from metrobench.training.trainset import (
 REPO = Path(__file__).resolve().parents[1]
 
 
+def needs(*modules: str) -> None:
+    """Skip where the training stack is not installed (a core-only environment: no torch, no llama.cpp)."""
+    for module in modules:
+        pytest.importorskip(module)
+
+
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     """A private model cache for the module (converted bases, the llama.cpp converter)."""
@@ -55,6 +61,7 @@ def rule_runs(tmp_path_factory, root):
 
 
 def test_import_peft_is_the_hugging_face_library():
+    needs("torch")
     done = subprocess.run([sys.executable, "-c", "import peft, sys; print(peft.__file__); "
                            "from peft import LoraConfig"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -114,6 +121,7 @@ def test_dedupe_keeps_the_better_teacher(bench, rule_runs, tmp_path):
 
 
 def test_loss_mask_covers_exactly_the_assistant_turns(cache, rule_runs):
+    needs("torch", "transformers")
     from metrobench.training.base import resolve_base
     from metrobench.training.train import assistant_mask, tokenizer_for
 
@@ -153,6 +161,7 @@ def small_dataset(rule_runs: Path, tmp_path: Path, n: int = 4) -> Path:
 
 
 def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, tmp_path):
+    needs("torch", "transformers", "llama_cpp")
     from transformers import TrainerCallback
 
     from metrobench.training.export import convert_to_gguf, merge, quantize
@@ -245,6 +254,7 @@ def test_checkpoints_of_another_recipe_are_not_resumed(tmp_path):
 
 def test_qwen3_5_mtp_config_converts_to_a_gguf_that_generates(cache, tmp_path, monkeypatch):
     """A Qwen3.5 folder declaring MTP without MTP weights (what merge saves) gives a loadable GGUF."""
+    needs("torch", "transformers", "llama_cpp")
     from metrobench.training import export
     from metrobench.training.base import resolve_base
 
@@ -313,6 +323,7 @@ def test_qwen3_5_train_merge_gguf_q4_serves_and_parses_tool_calls(cache, rule_ru
 
 def test_training_text_equals_what_llama_server_renders_byte_for_byte(rule_runs, tmp_path):
     """Train/serve drift: a teacher's compact arguments are trained as llama-server renders past calls."""
+    needs("transformers", "llama_cpp")
     import httpx
 
     from metrobench.serving import ServerConfig, chat_template_path, llama_server, packaged_gguf, TOOLS_TEMPLATE
@@ -361,6 +372,7 @@ def test_token_accounting_never_trains_an_example_without_loss_tokens():
 
 def test_trainset_prints_one_token_line_per_recipe_and_corrected_recipes_keep_95_percent(root, rule_runs, tmp_path,
                                                                                           capsys):
+    needs("transformers")
     import re
 
     sizes = ("2b", "4b", "9b", "27b")
@@ -391,6 +403,7 @@ def test_trainset_prints_one_token_line_per_recipe_and_corrected_recipes_keep_95
 
 
 def test_train_drops_cut_examples_and_refuses_an_empty_set(cache, rule_runs, capsys):
+    needs("torch", "transformers")
     from metrobench.training.recipe import Recipe
     from metrobench.training.tokens import load_tokenizer
     from metrobench.training.train import load_examples, trainable

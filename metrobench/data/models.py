@@ -311,7 +311,3 @@ class Case(_Open):
     def raw(self) -> dict[str, Any]:
         """The case exactly as parsed from JSON (the scorer reads optional fields from it)."""
         return self._raw
-
-    def turns(self) -> list[list[Event]]:
-        """The user turns: ``multi_turn_events`` where present, else one turn of ``events``."""
-        return self.multi_turn_events if self.multi_turn_events else [self.events]

@@ -13,7 +13,7 @@ figures) or ``"max"`` (the upper bound).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: Systems in the order the reference's tables average them.
@@ -157,8 +157,3 @@ def headline(cases_by_system: dict[str, Sequence[CaseTotals]]) -> Headline:
         composite[system] = metrics["metrollm_composite"]
         n[system] = len(cases)
     return Headline(tier1, composite, n)
-
-
-def select(cases: Iterable[CaseTotals], ids: set[str] | None) -> list[CaseTotals]:
-    """The cases of a partition (``None`` = all), order kept."""
-    return [c for c in cases if ids is None or c.case_id in ids]
