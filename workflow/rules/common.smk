@@ -1,5 +1,7 @@
 # Config helpers, path helpers and wildcard constraints shared by every rule file.
 
+import hashlib
+import os
 import re
 import sys
 from pathlib import Path
@@ -44,6 +46,24 @@ def data_flag():
 def config_flags():
     """The workflow's config files, passed on to commands that read the study config."""
     return " ".join(f"--config {path}" for path in workflow.configfiles)
+
+
+def merged_config_flag():
+    """`--config F`, F the study config as this run sees it, `--config` overrides included.
+
+    For the paper layer (tables, figures), which reruns in seconds: F is named by its
+    content's digest, so an override that changes the config reruns them. Model runs keep
+    `config_flags()`, so an edited label never restarts them.
+    """
+    text = yaml.safe_dump(config, sort_keys=True, allow_unicode=True)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(".snakemake/metrobench") / f"study-{digest}.yaml"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(text)
+        tmp.replace(path)
+    return f"--config {path}"
 
 
 def student_of(model):

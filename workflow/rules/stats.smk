@@ -28,7 +28,7 @@ rule table:
     conda:
         "../envs/cpu.yaml"
     params:
-        config=config_flags(),
+        config=merged_config_flag(),
         scores=lambda w: (
             "results/scores-tier1" if w.table in TIER1_TABLES else "results/scores"
         ),
@@ -54,7 +54,7 @@ rule figure:
     conda:
         "../envs/cpu.yaml"
     params:
-        config=config_flags(),
+        config=merged_config_flag(),
         scores=lambda w: (
             "results/scores-tier1"
             if FIGURE_SOURCE[w.figure] in TIER1_TABLES
