@@ -1,0 +1,97 @@
+"""profiles/slurm: its plan, and a small workflow run through it on a real one-node SLURM cluster."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import slurm_cluster
+from test_workflow import BIN, ENV, REPO, workflow_copy
+
+pytest.importorskip("snakemake_executor_plugin_slurm")
+
+TARGETS = ("results/partition.json", "results/table2.csv", "results/table2.md")
+PROBE = "results/slurm/gpu_probe.txt"
+
+
+def snakemake(cwd: Path, *args: str, env: dict[str, str] = ENV, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def small_workflow(tmp: Path, root: Path) -> Path:
+    """The workflow's files with tests/data/workflow-small.yaml (the rule baseline only) as small.yaml."""
+    tmp.mkdir()
+    cwd = workflow_copy(tmp)
+    config = yaml.safe_load((REPO / "tests" / "data" / "workflow-small.yaml").read_text())
+    config["data"]["path"] = str(root)
+    (cwd / "small.yaml").write_text(yaml.safe_dump(config))
+    return cwd
+
+
+def test_slurm_plan_has_no_gpu_cap_and_sends_gpu_jobs_to_the_gpu_partition(tmp_path):
+    cwd = workflow_copy(tmp_path)
+    code = ("from snakemake.cli import parse_args\n"
+            "for profile in ('slurm', 'local'):\n"
+            "    _, args = parse_args(['-n', '--profile', f'profiles/{profile}'])\n"
+            "    print(profile, sorted(args.resources), args.cores)\n")
+    parsed = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=ENV, capture_output=True, text=True)
+    assert parsed.stdout.splitlines() == ["slurm [] None", "local ['gpu'] 8"], parsed.stderr
+    plan = snakemake(cwd, "-n", "--profile", "profiles/slurm", "results/table4.csv")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert "Using profile profiles/slurm for setting" in plan.stderr
+    assert "workflow specific profile" not in plan.stderr   # profiles/local is not read
+    train = plan.stdout.split("rule train:", 1)[1].split("\n\n", 1)[0]
+    assert "gpu=1" in train and "mem_mb=96000" in train and "slurm_partition" not in train
+    merge = plan.stdout.split("rule merge:", 1)[1].split("\n\n", 1)[0]
+    assert "mem_mb=" in merge and "mem_mb=128000" not in merge   # the rule's own memory
+
+
+def squeue_jobs(env: dict[str, str]) -> list[dict[str, str]]:
+    """Every job the cluster knows (finished ones stay MinJobAge = 300 s): id, name, partition, TRES, state."""
+    done = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%P|%b|%T|%k"],
+                          env=env, capture_output=True, text=True, timeout=30, check=True)
+    keys = ("id", "partition", "tres", "state", "comment")
+    return [dict(zip(keys, line.split("|"))) for line in sorted(done.stdout.splitlines())]
+
+
+@pytest.mark.slow
+def test_small_workflow_through_profiles_slurm_equals_a_local_run(tmp_path, root):
+    reason = slurm_cluster.missing()
+    if reason:
+        pytest.skip(reason)
+    local = small_workflow(tmp_path / "local", root)
+    done = snakemake(local, "--configfile", "small.yaml", "--cores", "2", *TARGETS)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cwd = small_workflow(tmp_path / "slurm", root)
+    shutil.copy(REPO / "tests" / "data" / "Snakefile.slurm", cwd / "Snakefile.slurm")
+    with slurm_cluster.single_node_cluster() as cluster:
+        env = dict(cluster.env, PATH=f"{BIN}{os.pathsep}{cluster.env['PATH']}")  # metrobench in jobs
+        done = snakemake(
+            cwd, "--snakefile", "Snakefile.slurm", "--profile", "profiles/slurm", "--configfile", "small.yaml",
+            # this cluster has no accounting database (slurmdbd), so no sacct
+            "--slurm-status-command", "squeue",
+            "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5",
+            *TARGETS, PROBE, env=env)
+        jobs = squeue_jobs(env)
+        logs = slurm_cluster.log_tail(cluster.root)
+    assert done.returncode == 0, done.stderr[-4000:] + logs
+    assert "Provided resources" not in done.stderr        # no global cap such as gpu=1
+    # partition, 6 rule-agent runs, 6 scores, table 2 and the GPU probe: each its own SLURM job
+    assert len(jobs) == 15 and {job["state"] for job in jobs} == {"COMPLETED"}, jobs
+    gpu_jobs = [job for job in jobs if job["partition"] == "gpu"]
+    assert len(gpu_jobs) == 1 and "gpu:1" in gpu_jobs[0]["tres"], jobs
+    assert all(job["partition"] == "cpu" and "gpu" not in job["tres"] for job in jobs if job not in gpu_jobs)
+    probe = (cwd / PROBE).read_text()
+    assert f"SLURM_JOB_ID={gpu_jobs[0]['id']}\n" in probe
+    assert "SLURM_JOB_GPUS=0\n" in probe and "CUDA_VISIBLE_DEVICES=0\n" in probe, probe
+    assert "AllocTRES=" in probe and "gres/gpu=1" in probe, probe
+    for target in TARGETS:
+        assert (cwd / target).read_bytes() == (local / target).read_bytes(), target
+    assert "Rule-based baseline" in (cwd / "results" / "table2.md").read_text()
