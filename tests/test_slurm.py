@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,11 +27,12 @@ def snakemake(cwd: Path, *args: str, env: dict[str, str] = ENV, timeout: int = 6
 
 
 def small_workflow(tmp: Path, root: Path) -> Path:
-    """The workflow's files with tests/data/workflow-small.yaml (the rule baseline only) as small.yaml."""
+    """The workflow's files, with tests/data/workflow-small.yaml (the rule baseline) on two systems as small.yaml."""
     tmp.mkdir()
     cwd = workflow_copy(tmp)
     config = yaml.safe_load((REPO / "tests" / "data" / "workflow-small.yaml").read_text())
     config["data"]["path"] = str(root)
+    config["systems"] = ["marta", "bart"]
     (cwd / "small.yaml").write_text(yaml.safe_dump(config))
     return cwd
 
@@ -40,9 +42,9 @@ def test_slurm_plan_has_no_gpu_cap_and_sends_gpu_jobs_to_the_gpu_partition(tmp_p
     code = ("from snakemake.cli import parse_args\n"
             "for profile in ('slurm', 'local'):\n"
             "    _, args = parse_args(['-n', '--profile', f'profiles/{profile}'])\n"
-            "    print(profile, sorted(args.resources), args.cores)\n")
+            "    print(profile, args.executor, sorted(args.resources))\n")
     parsed = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=ENV, capture_output=True, text=True)
-    assert parsed.stdout.splitlines() == ["slurm [] None", "local ['gpu'] 8"], parsed.stderr
+    assert parsed.stdout.splitlines() == ["slurm slurm []", "local None ['gpu']"], parsed.stderr
     plan = snakemake(cwd, "-n", "--profile", "profiles/slurm", "results/table4.csv")
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert "Using profile profiles/slurm for setting" in plan.stderr
@@ -53,12 +55,11 @@ def test_slurm_plan_has_no_gpu_cap_and_sends_gpu_jobs_to_the_gpu_partition(tmp_p
     assert "mem_mb=" in merge and "mem_mb=128000" not in merge   # the rule's own memory
 
 
-def squeue_jobs(env: dict[str, str]) -> list[dict[str, str]]:
-    """Every job the cluster knows (finished ones stay MinJobAge = 300 s): id, name, partition, TRES, state."""
-    done = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%P|%b|%T|%k"],
-                          env=env, capture_output=True, text=True, timeout=30, check=True)
-    keys = ("id", "partition", "tres", "state", "comment")
-    return [dict(zip(keys, line.split("|"))) for line in sorted(done.stdout.splitlines())]
+def slurm_jobs(env: dict[str, str]) -> list[dict[str, str]]:
+    """Every job slurmctld still holds (finished ones for MinJobAge = 300 s), as `scontrol show job` fields."""
+    done = subprocess.run(["scontrol", "--oneliner", "show", "job"], env=env,
+                          capture_output=True, text=True, timeout=30, check=True)
+    return [dict(re.findall(r"([\w/:]+)=(\S*)", line)) for line in done.stdout.splitlines() if line.strip()]
 
 
 @pytest.mark.slow
@@ -77,21 +78,26 @@ def test_small_workflow_through_profiles_slurm_equals_a_local_run(tmp_path, root
             cwd, "--snakefile", "Snakefile.slurm", "--profile", "profiles/slurm", "--configfile", "small.yaml",
             # this cluster has no accounting database (slurmdbd), so no sacct
             "--slurm-status-command", "squeue",
-            "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5",
+            "--slurm-init-seconds-before-status-checks", "1", "--latency-wait", "5",
             *TARGETS, PROBE, env=env)
-        jobs = squeue_jobs(env)
+        jobs = slurm_jobs(env)
         logs = slurm_cluster.log_tail(cluster.root)
     assert done.returncode == 0, done.stderr[-4000:] + logs
-    assert "Provided resources" not in done.stderr        # no global cap such as gpu=1
-    # partition, 6 rule-agent runs, 6 scores, table 2 and the GPU probe: each its own SLURM job
-    assert len(jobs) == 15 and {job["state"] for job in jobs} == {"COMPLETED"}, jobs
-    gpu_jobs = [job for job in jobs if job["partition"] == "gpu"]
-    assert len(gpu_jobs) == 1 and "gpu:1" in gpu_jobs[0]["tres"], jobs
-    assert all(job["partition"] == "cpu" and "gpu" not in job["tres"] for job in jobs if job not in gpu_jobs)
-    probe = (cwd / PROBE).read_text()
-    assert f"SLURM_JOB_ID={gpu_jobs[0]['id']}\n" in probe
-    assert "SLURM_JOB_GPUS=0\n" in probe and "CUDA_VISIBLE_DEVICES=0\n" in probe, probe
-    assert "AllocTRES=" in probe and "gres/gpu=1" in probe, probe
+    assert "Provided remote nodes: 50" in done.stderr
+    assert "Provided resources" not in done.stderr        # no global cap such as the local gpu=1
+    # verify_data, partition, 2 rule-agent runs, 2 scores, table 2 and the GPU probe: a SLURM job each
+    assert sorted(job["Comment"] for job in jobs) == [   # the executor names each job after its rule
+        "rule_gpu_probe", "rule_partition", "rule_rule_agent_wildcards_bart", "rule_rule_agent_wildcards_marta",
+        "rule_score_wildcards_rule-agent_bart", "rule_score_wildcards_rule-agent_marta",
+        "rule_table_wildcards_table2", "rule_verify_data"], jobs
+    assert {job["JobState"] for job in jobs} == {"COMPLETED"}, jobs
+    probe_job = next(job for job in jobs if job["Comment"] == "rule_gpu_probe")
+    assert probe_job["Partition"] == "gpu" and probe_job["TresPerJob"] == "gres:gpu:1", probe_job
+    others = [job for job in jobs if job is not probe_job]
+    assert all(job["Partition"] == "cpu" and "TresPerJob" not in job for job in others), others
+    probe = (cwd / PROBE).read_text()   # written inside the job: the GPU SLURM gave it
+    assert f"SLURM_JOB_ID={probe_job['JobId']}\n" in probe and "CUDA_VISIBLE_DEVICES=0\n" in probe, probe
+    assert "TresPerJob=gres:gpu:1" in probe, probe
     for target in TARGETS:
         assert (cwd / target).read_bytes() == (local / target).read_bytes(), target
-    assert "Rule-based baseline" in (cwd / "results" / "table2.md").read_text()
+    assert "| Rule-based baseline |" in (cwd / "results" / "table2.md").read_text()
