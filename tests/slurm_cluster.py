@@ -84,7 +84,7 @@ def write_config(root: Path) -> Path:
         "GresTypes=gpu",
         "MpiDefault=none",
         "ReturnToService=2",
-        "MinJobAge=300",  # finished jobs stay visible to squeue for the executor's status checks
+        "MinJobAge=3600",  # finished jobs stay visible to squeue (the executor) and to the test
         "NodeName=localhost NodeAddr=127.0.0.1 CPUs=16 RealMemory=262144 Gres=gpu:1 State=UNKNOWN",
         "PartitionName=cpu Nodes=localhost Default=YES MaxTime=INFINITE State=UP",
         "PartitionName=gpu Nodes=localhost MaxTime=INFINITE State=UP",

@@ -56,7 +56,7 @@ def test_slurm_plan_has_no_gpu_cap_and_sends_gpu_jobs_to_the_gpu_partition(tmp_p
 
 
 def slurm_jobs(env: dict[str, str]) -> list[dict[str, str]]:
-    """Every job slurmctld still holds (finished ones for MinJobAge = 300 s), as `scontrol show job` fields."""
+    """Every job slurmctld still holds (finished ones for MinJobAge, an hour), as `scontrol show job` fields."""
     done = subprocess.run(["scontrol", "--oneliner", "show", "job"], env=env,
                           capture_output=True, text=True, timeout=30, check=True)
     return [dict(re.findall(r"([\w/:]+)=(\S*)", line)) for line in done.stdout.splitlines() if line.strip()]
