@@ -16,6 +16,7 @@ import slurm_cluster
 from test_workflow import BIN, ENV, REPO, workflow_copy
 
 pytest.importorskip("snakemake_executor_plugin_slurm")
+from snakemake_executor_plugin_slurm.partitions import read_partition_file  # noqa: E402
 
 TARGETS = ("results/partition.json", "results/table2.csv", "results/table2.md")
 PROBE = "results/slurm/gpu_probe.txt"
@@ -37,7 +38,7 @@ def small_workflow(tmp: Path, root: Path) -> Path:
     return cwd
 
 
-def test_slurm_plan_has_no_gpu_cap_and_sends_gpu_jobs_to_the_gpu_partition(tmp_path):
+def test_slurm_plan_has_no_gpu_cap_and_leaves_partitions_to_the_gpu_resource(tmp_path):
     cwd = workflow_copy(tmp_path)
     code = ("from snakemake.cli import parse_args\n"
             "for profile in ('slurm', 'local'):\n"
@@ -53,6 +54,8 @@ def test_slurm_plan_has_no_gpu_cap_and_sends_gpu_jobs_to_the_gpu_partition(tmp_p
     assert "gpu=1" in train and "mem_mb=96000" in train and "slurm_partition" not in train
     merge = plan.stdout.split("rule merge:", 1)[1].split("\n\n", 1)[0]
     assert "mem_mb=" in merge and "mem_mb=128000" not in merge   # the rule's own memory
+    partitions = read_partition_file(cwd / "profiles" / "slurm" / "partitions.yaml")   # as the plugin reads it
+    assert [(p.name, p.limits.max_gpu) for p in partitions] == [("cpu", 0), ("gpu", 8)]
 
 
 def slurm_jobs(env: dict[str, str]) -> list[dict[str, str]]:
