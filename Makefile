@@ -55,7 +55,7 @@ baseline: $(VENV)/.core | $(DATA)
 # The whole study on the CPU (config/demo.yaml): runs, teacher, two SmolLM2 students,
 # tables and figures under results/.
 run: $(VENV)/.full | $(DATA)
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --profile profiles/local --configfile config/demo.yaml --cores 2 \
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --configfile config/demo.yaml --cores 2 \
 	  --config data='{path: $(abspath $(DATA)), commit: 28f7eacbe0244cdaab0ac70afbcfff9be4dcbc70}'
 
 demo: run

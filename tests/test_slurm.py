@@ -41,15 +41,14 @@ def small_workflow(tmp: Path, root: Path) -> Path:
 def test_slurm_plan_has_no_gpu_cap_and_leaves_partitions_to_the_gpu_resource(tmp_path):
     cwd = workflow_copy(tmp_path)
     code = ("from snakemake.cli import parse_args\n"
-            "for profile in ('slurm', 'local'):\n"
-            "    _, args = parse_args(['-n', '--profile', f'profiles/{profile}'])\n"
+            "for profile in ('slurm', 'default'):\n"
+            "    _, args = parse_args(['-n', '--workflow-profile', f'profiles/{profile}'])\n"
             "    print(profile, args.executor, sorted(args.resources))\n")
     parsed = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=ENV, capture_output=True, text=True)
-    assert parsed.stdout.splitlines() == ["slurm slurm []", "local None ['gpu']"], parsed.stderr
-    plan = snakemake(cwd, "-n", "--profile", "profiles/slurm", "results/table4.csv")
+    assert parsed.stdout.splitlines() == ["slurm slurm []", "default None ['gpu']"], parsed.stderr
+    plan = snakemake(cwd, "-n", "--workflow-profile", "profiles/slurm", "results/table4.csv")
     assert plan.returncode == 0, plan.stderr[-2000:]
-    assert "Using profile profiles/slurm for setting" in plan.stderr
-    assert "workflow specific profile" not in plan.stderr   # profiles/local is not read
+    assert "Using workflow specific profile profiles/slurm for setting" in plan.stderr   # not default
     train = plan.stdout.split("rule train:", 1)[1].split("\n\n", 1)[0]
     assert "gpu=1" in train and "mem_mb=96000" in train and "slurm_partition" not in train
     merge = plan.stdout.split("rule merge:", 1)[1].split("\n\n", 1)[0]
@@ -78,7 +77,7 @@ def test_small_workflow_through_profiles_slurm_equals_a_local_run(tmp_path, root
     with slurm_cluster.single_node_cluster() as cluster:
         env = dict(cluster.env, PATH=f"{BIN}{os.pathsep}{cluster.env['PATH']}")  # metrobench in jobs
         done = snakemake(
-            cwd, "--snakefile", "Snakefile.slurm", "--profile", "profiles/slurm", "--configfile", "small.yaml",
+            cwd, "--snakefile", "Snakefile.slurm", "--workflow-profile", "profiles/slurm", "--configfile", "small.yaml",
             # this cluster has no accounting database (slurmdbd), so no sacct
             "--slurm-status-command", "squeue",
             "--slurm-init-seconds-before-status-checks", "1", "--latency-wait", "5",
