@@ -125,11 +125,11 @@ def cmd_verify_data(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    from metrobench.partition import committed_split, partition_benchmark, write_partition
+    from metrobench.partition import PAPER_FRAC, PAPER_SEED, committed_split, partition_benchmark, write_partition
 
     bench = _verified_bench(args)
     document = partition_benchmark(bench, seed=args.seed, frac=args.frac)
-    if (args.seed, args.frac) == (42, 0.25):
+    if (args.seed, args.frac) == (PAPER_SEED, PAPER_FRAC):
         committed = committed_split(bench)
         for key in ("train_ids", "holdout_ids"):
             if document[key] != committed[key]:

@@ -31,6 +31,8 @@ PINNED_HOLDOUT: tuple[str, ...] = (
     "TRTC-B-016", "TRTC-C-018",
 )
 SPEC_VERSION = "v23-holdout75-seed42"
+#: The published split's settings: with them, the split must equal the committed split file.
+PAPER_SEED, PAPER_FRAC = 42, 0.25
 CATEGORIES = tuple("ABCDEFGHIJK")
 
 
@@ -75,7 +77,7 @@ def _overlap_stats(xs: list[int]) -> dict[str, int]:
     }
 
 
-def build_partition(keys: list[CaseKey], *, seed: int = 42, frac: float = 0.25,
+def build_partition(keys: list[CaseKey], *, seed: int = PAPER_SEED, frac: float = PAPER_FRAC,
                     pinned: tuple[str, ...] = PINNED_HOLDOUT, expected_total: int | None = 955,
                     warn=lambda msg: print(msg, file=sys.stderr)) -> dict[str, Any]:
     """Draw the split and assemble the partition document (no timestamp)."""
