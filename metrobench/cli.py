@@ -252,14 +252,16 @@ def _study_model(args: argparse.Namespace, overrides: dict):
         entry = study.get("student_serving")
     if entry is None:
         raise MetrobenchError(f"model {name!r} is not in the config's models")
-    cfg = study_model_config(name, entry, **overrides)
-    if args.gguf:
-        serving = cfg.serving.model_copy(update={"gguf": args.gguf, "gguf_package": None}) if cfg.serving \
-            else None
-        if serving is None:
-            raise MetrobenchError(f"model {name!r}: --gguf needs a serving block in its config")
-        cfg = cfg.model_copy(update={"serving": serving})
-    return cfg
+    return study_model_config(name, entry, **overrides)
+
+
+def _with_gguf(cfg, gguf: str | None):
+    """The model config serving ``gguf`` instead of its own model file (``--gguf``: a student)."""
+    if not gguf:
+        return cfg
+    if cfg.serving is None:
+        raise MetrobenchError(f"model {cfg.name!r}: --gguf needs a serving block in its config")
+    return cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"gguf": gguf, "gguf_package": None})})
 
 
 def _model_config(args: argparse.Namespace):
@@ -273,12 +275,15 @@ def _model_config(args: argparse.Namespace):
     if args.config:
         if not args.model:
             raise MetrobenchError("with --config, name the model with --model")
-        return _study_model(args, overrides)
+        return _with_gguf(_study_model(args, overrides), args.gguf)
     if args.model_config:
-        return load_model_config(args.model_config, **overrides)
+        return _with_gguf(load_model_config(args.model_config, **overrides), args.gguf)
     if not args.model:
         raise MetrobenchError("name the model with --model (or give --model-config)")
-    return parse_model_config({k: v for k, v in overrides.items() if v is not None}, "command line")
+    raw = {k: v for k, v in overrides.items() if v is not None}
+    if args.gguf:
+        raw["serving"] = {"gguf": args.gguf}
+    return parse_model_config(raw, "command line")
 
 
 def _run_selection(args: argparse.Namespace, bench):

@@ -307,3 +307,21 @@ def test_inline_study_models_resolve_with_the_command_line_name(config, model, m
     resolved = _model_config(args)
     assert (resolved.name, resolved.max_tokens, resolved.serving.gguf) == (model, max_tokens, gguf)
     assert _model_config(argparse.Namespace(**{**vars(args), "max_tokens": 7})).max_tokens == 7
+
+
+def test_gguf_flag_replaces_the_model_file_of_every_kind_of_model_config():
+    """`bench --gguf STUDENT` with a model config file, a study config, or flags only (never ignored)."""
+    import argparse
+
+    from metrobench.cli import _model_config
+
+    base = dict(config=None, model=None, gguf="results/peft/135m/seed42/model-Q4_K_M.gguf", model_config=None,
+                provider=None, base_url=None, api_key_env=None, temperature=None, max_tokens=None, thinking=None,
+                reasoning_effort=None, concurrency=None, max_rounds=None, timeout=None)
+    for extra in ({"model_config": "config/models/smollm2-135m.yaml"},
+                  {"config": ["config/mini-study.yaml"], "model": "135m-peft-s42"},
+                  {"model": "student", "provider": "llama_cpp"}):
+        cfg = _model_config(argparse.Namespace(**{**base, **extra}))
+        assert (cfg.serving.gguf, cfg.serving.gguf_package) == (base["gguf"], None), extra
+    from_file = _model_config(argparse.Namespace(**{**base, "model_config": "config/models/smollm2-135m.yaml"}))
+    assert from_file.serving.chat_template_file == "metrobench:tools" and from_file.max_tokens == 128
