@@ -1,0 +1,192 @@
+"""What several stages share: argument types, common options, study and model configs, case selection.
+
+Contract: importing this module costs nothing beyond argparse and pathlib (every
+other import sits inside a function), and every failure it reports is a
+:class:`~metrobench.errors.MetrobenchError` naming the file, flag or case.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from metrobench.errors import MetrobenchError
+
+TYPE_CHECKING = False  # not typing's: importing typing would be this module's heaviest import
+if TYPE_CHECKING:
+    from typing import Any
+
+    from metrobench.data import Benchmark
+    from metrobench.data.models import Case
+    from metrobench.runner.config import ModelConfig
+
+Subparsers = argparse._SubParsersAction  # what ``register(subparsers)`` receives
+
+SPLIT_HELP = "split file (default: the benchmark's committed split)"
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0-65535)")
+    return value
+
+
+def _add_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", metavar="ROOT", help="benchmark root (default: $METROBENCH_DATA)")
+
+
+def _add_selection(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    """--partition (all, train or holdout cases) and --split, as every case-selecting stage takes them."""
+    from metrobench.partition import SELECTIONS
+
+    p.add_argument("--partition", default="all", choices=SELECTIONS, help=help)
+    p.add_argument("--split", help=SPLIT_HELP)
+
+
+def _add_verify(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip the SHA-256 check of the pinned benchmark files (ground truth unverified)")
+
+
+def _systems() -> tuple[str, ...]:
+    from metrobench.data.root import SYSTEMS
+
+    return SYSTEMS
+
+
+def _bench(args: argparse.Namespace) -> Benchmark:
+    from metrobench.data import Benchmark
+
+    return Benchmark.open(args.data)
+
+
+def _verified_bench(args: argparse.Namespace) -> Benchmark:
+    """The benchmark, its pinned digests checked first unless --no-verify (once per process)."""
+    from metrobench.data.root import verify_once
+
+    bench = _bench(args)
+    if not args.no_verify:
+        verify_once(bench.root)
+    return bench
+
+
+def load_study_config(paths: list[str] | None) -> dict:
+    """Study config files merged in order (later files override, nested mappings merged)."""
+    from metrobench.data.loader import read_yaml
+
+    def merge(base: dict, extra: dict) -> dict:
+        out = dict(base)
+        for key, value in extra.items():
+            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+                else value
+        return out
+
+    config: dict = {}
+    for path in paths or []:
+        if not Path(path).is_file():
+            raise MetrobenchError(f"{path}: no such config file")
+        config = merge(config, read_yaml(Path(path)) or {})
+    return config
+
+
+def _study_model(args: argparse.Namespace, overrides: dict[str, Any]) -> ModelConfig:
+    """A model's config from the study config's ``models`` (or ``student_serving`` with --gguf)."""
+    from metrobench.runner.config import study_model_config
+
+    study = load_study_config(args.config)
+    name = args.model
+    entry = (study.get("models") or {}).get(name)
+    if entry is None and args.gguf:
+        entry = study.get("student_serving")
+    if entry is None:
+        raise MetrobenchError(f"model {name!r} is not in the config's models")
+    return study_model_config(name, entry, **overrides)
+
+
+def _with_gguf(cfg: ModelConfig, gguf: str | None) -> ModelConfig:
+    """The model config serving ``gguf`` instead of its own model file (``--gguf``: a student)."""
+    if not gguf:
+        return cfg
+    if cfg.serving is None:
+        raise MetrobenchError(f"model {cfg.name!r}: --gguf needs a serving block in its config")
+    return cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"gguf": gguf, "gguf_package": None})})
+
+
+def _model_config(args: argparse.Namespace) -> ModelConfig:
+    """The run's model config: from --config's ``models``, else --model-config, else the flags alone."""
+    from metrobench.runner.config import load_model_config, parse_model_config
+
+    overrides = {"name": args.model, "provider": args.provider, "base_url": args.base_url,
+                 "api_key_env": args.api_key_env, "temperature": args.temperature,
+                 "max_tokens": args.max_tokens, "thinking": args.thinking,
+                 "reasoning_effort": args.reasoning_effort, "concurrency": args.concurrency,
+                 "max_rounds": args.max_rounds, "timeout_s": args.timeout}
+    if args.config:
+        if not args.model:
+            raise MetrobenchError("with --config, name the model with --model")
+        return _with_gguf(_study_model(args, overrides), args.gguf)
+    if args.model_config:
+        return _with_gguf(load_model_config(args.model_config, **overrides), args.gguf)
+    if not args.model:
+        raise MetrobenchError("name the model with --model (or give --model-config)")
+    raw = {k: v for k, v in overrides.items() if v is not None}
+    if args.gguf:
+        raw["serving"] = {"gguf": args.gguf}
+    return parse_model_config(raw, "command line")
+
+
+def _run_selection(args: argparse.Namespace, bench: Benchmark) -> list[Case]:
+    """The cases a run covers: --partition/--split, then --sample, --cases and --limit, in that order."""
+    from metrobench.partition import load_split, sample_cases, select_cases
+
+    cases = select_cases(bench, args.system, args.partition, load_split(bench, args.split))
+    if args.sample:
+        cases = sample_cases(cases, args.sample, args.system)
+    if args.cases:
+        wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+        unknown = sorted(set(wanted) - {c.id for c in cases})
+        if unknown:
+            raise MetrobenchError(f"--cases: not cases of {args.system} ({args.partition}): {', '.join(unknown)}")
+        cases = [c for c in cases if c.id in set(wanted)]
+    return cases[: args.limit] if args.limit else cases
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``run`` and ``bench``: system, model settings, case selection, transcript."""
+    _add_data(p)
+    p.add_argument("--system", required=True, choices=_systems())
+    p.add_argument("--model-config", help="YAML with the model's settings (flags below override it)")
+    p.add_argument("--config", action="append",
+                   help="study config(s): take the model's settings from its `models` entry")
+    p.add_argument("--gguf", help="serve this GGUF (a student) with the config's student_serving settings")
+    p.add_argument("--model", help="model name (paths, tables)")
+    p.add_argument("--provider", choices=("llama_cpp", "openai", "azure", "azure_responses", "mistral"))
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
+    p.add_argument("--api-key-env", help="environment variable holding the API key")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--reasoning-effort")
+    p.add_argument("--concurrency", type=int, help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
+    p.add_argument("--max-rounds", type=int, help="model calls per case, all turns together (default 20)")
+    p.add_argument("--timeout", type=float, help="seconds per request (default 240)")
+    _add_selection(p)
+    p.add_argument("--cases", help="comma-separated case ids")
+    p.add_argument("--limit", type=_at_least_one, help="only the first N cases")
+    p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (the CPU demo)")
+    p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
+    p.add_argument("--restart", action="store_true", help="discard an existing transcript first")

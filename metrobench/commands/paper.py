@@ -1,0 +1,130 @@
+"""The paper layer: ``tables``, ``stats``, ``errata-table``, ``view`` and ``judge-agreement``.
+
+Contract: every command here only reads scores, runs or ratings and writes its
+``--out`` (tables, CSV, a static site); the study config given to ``tables`` is
+merged by :func:`~metrobench.commands.common.load_study_config`. pandas and
+matplotlib are imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from metrobench.commands.common import Subparsers, _add_data, _bench, load_study_config
+
+
+def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    _add_tables(sub)
+    _add_stats(sub)
+    _add_errata_table(sub)
+    _add_view(sub)
+    _add_agreement(sub)
+
+
+def _add_tables(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("tables", help="every paper table and figure the present scores allow")
+    p.add_argument("--scores", required=True, metavar="DIR")
+    p.add_argument("--config", action="append", help="study config file(s), merged in order")
+    p.add_argument("--out", default="results", help="folder for tableN.csv/.md and figureN.png")
+    p.add_argument("--only", action="append", help="build only this table/figure (e.g. table2); repeatable")
+    p.set_defaults(func=cmd_tables)
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    from metrobench.report import build_tables
+
+    config = load_study_config(args.config)
+    written, skipped = build_tables(Path(args.scores), config or {}, Path(args.out), only=args.only)
+    for path in written:
+        print(f"wrote {path}")
+    for message in skipped:
+        print(f"skipped {message}")
+    return 0
+
+
+def _add_stats(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("stats", help="statistics over Parquet scores")
+    stats_sub = p.add_subparsers(dest="stats_command", required=True, metavar="STAT")
+    q = stats_sub.add_parser("bootstrap", help="per-model bootstrap CIs of Tier 1 and composite")
+    q.add_argument("--scores", required=True, metavar="DIR")
+    q.add_argument("--partition", default="holdout", choices=("holdout", "train", "full"))
+    q.add_argument("--n-resamples", type=int, default=5000)
+    q.add_argument("--seed", type=int, default=42)
+    q.add_argument("--out", required=True, help="CSV")
+    q.set_defaults(func=cmd_stats_bootstrap)
+
+
+def cmd_stats_bootstrap(args: argparse.Namespace) -> int:
+    from metrobench.scoring.store import read_scores
+    from metrobench.stats.cases import load_case_scores
+    from metrobench.tables import table9, write_table
+
+    cases = load_case_scores(read_scores(Path(args.scores)))
+    config = {"stats": {"n_resamples": args.n_resamples, "seed": args.seed}}
+    frame = table9(cases, config, args.partition)
+    write_table(frame, Path(args.out))
+    print(frame.to_string(index=False))
+    return 0
+
+
+def _add_errata_table(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("errata-table", help="headline numbers under each scoring erratum vs the default")
+    _add_data(p)
+    p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl")
+    p.add_argument("--model", action="append", required=True, help="model to rescore (repeatable)")
+    p.add_argument("--out", required=True, help="CSV")
+    p.set_defaults(func=cmd_errata_table)
+
+
+def cmd_errata_table(args: argparse.Namespace) -> int:
+    from metrobench.report import errata_table
+    from metrobench.tables import write_table
+
+    frame = errata_table(_bench(args), Path(args.runs), args.model)
+    write_table(frame, Path(args.out))
+    print(frame.to_string(index=False))
+    return 0
+
+
+def _add_view(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("view", help="a static HTML site of cases: conversations, tool calls, states, scores")
+    _add_data(p)
+    p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl (or .json)")
+    p.add_argument("--scores", required=True, metavar="DIR", help="Parquet scores of those runs")
+    p.add_argument("--model", action="append", help="view this model (repeatable; default: all scored)")
+    p.add_argument("--partition", default="full", choices=("full", "holdout", "train"),
+                   help="cases to show (default: every scored case)")
+    p.add_argument("--out", default="site", help="folder for the site (replaced)")
+    p.set_defaults(func=cmd_view)
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from metrobench.viewer import build_site
+
+    site = build_site(Path(args.runs), Path(args.scores), Path(args.out), models=args.model,
+                      data=args.data, partition=args.partition)
+    missing = f", {site.without_record} without a transcript record" if site.without_record else ""
+    print(f"wrote {site.out}/index.html: {len(site.models)} model(s), {site.case_pages} case pages"
+          f"{missing}, {site.compare_pages} side-by-side pages")
+    return 0
+
+
+def _add_agreement(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("judge-agreement", help="judge calibration: agreement statistics from a ratings CSV")
+    p.add_argument("--ratings", required=True, help="CSV: item id, then one column per rater (0/1/2)")
+    p.add_argument("--n-resamples", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=42)
+    p.set_defaults(func=cmd_agreement)
+
+
+def cmd_agreement(args: argparse.Namespace) -> int:
+    from metrobench.stats.agreement import agreement_table, read_ratings
+
+    ratings = read_ratings(Path(args.ratings))
+    rows = agreement_table(ratings, n_resamples=args.n_resamples, seed=args.seed)
+    print(f"{'pair':<28}{'n':>5}{'exact':>8}{'within1':>9}{'kappa_w':>9}  {'95% CI':<17}{'AC2':>6}")
+    for r in rows:
+        print(f"{r.pair:<28}{r.n:>5}{r.exact:>8.0%}{r.within_one:>9.0%}{r.kappa:>9.2f}  "
+              f"[{r.kappa_lo:.2f}, {r.kappa_hi:.2f}]  {r.ac2:>5.2f}")
+    return 0

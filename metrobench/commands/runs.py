@@ -1,0 +1,63 @@
+"""Model runs: ``run`` (against an endpoint) and ``bench`` (serve a GGUF with llama.cpp, then run).
+
+Contract: both append to the ``--out`` transcript and resume it (``--restart``
+discards it first); the model's settings come from :func:`_model_config`
+(study config, model config or flags) and the cases from :func:`_run_selection`.
+``bench`` takes the transcript's lock before it starts the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from metrobench.commands.common import Subparsers, _add_run_options, _bench, _model_config, _run_selection
+
+if TYPE_CHECKING:
+    from metrobench.runner.run import RunSummary
+
+
+def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("run", help="run a model (an OpenAI-compatible endpoint) on the cases of a system")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("bench", help="serve a GGUF with llama.cpp, run it on a system, stop the server")
+    _add_run_options(p)
+    p.add_argument("--server-log", help="file for the server's output")
+    p.set_defaults(func=cmd_bench)
+
+
+def _report(summary: RunSummary) -> None:
+    print(f"{summary.path}: ran {summary.ran} cases ({summary.failed} failed), "
+          f"{summary.skipped} already done, {summary.wall_s:.1f} s")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from metrobench.runner.run import run_model
+    from metrobench.scoring.names import check_name
+
+    bench = _bench(args)
+    cfg = _model_config(args)
+    check_name("model", cfg.name)
+    cases = _run_selection(args, bench)
+    _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), restart=args.restart))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from metrobench.runner.run import run_model
+    from metrobench.scoring.names import check_name
+    from metrobench.serving import serve_model
+    from metrobench.transcript import transcript_lock
+
+    bench = _bench(args)
+    cfg = _model_config(args)
+    check_name("model", cfg.name)
+    cases = _run_selection(args, bench)
+    log = Path(args.server_log) if args.server_log else None
+    with transcript_lock(Path(args.out)), serve_model(cfg, log_path=log) as url:  # lock before serving
+        _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), base_url=url,
+                          restart=args.restart))
+    return 0

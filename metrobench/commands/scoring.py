@@ -1,0 +1,81 @@
+"""The scoring stage: ``score`` (runs into Parquet) and ``summary`` (headline numbers from it).
+
+Contract: ``score`` writes ``DIR/model=M/system=S/part.parquet`` per run, cases
+absent from a run scoring as failures, and keeps the judge's answers in a cache
+beside ``DIR`` unless ``--judge-cache`` names another; ``summary`` only reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from metrobench.commands.common import Subparsers, _add_data, _add_selection, _add_verify, _verified_bench
+
+
+def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    _add_score(sub)
+    _add_summary(sub)
+
+
+def _add_score(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("score", help="score runs into Parquet (DIR/model=M/system=S/part.parquet)")
+    _add_data(p)
+    p.add_argument("--run", required=True, action="append",
+                   help="transcript (JSONL) or reference result JSON; repeat for several")
+    p.add_argument("--out", required=True, metavar="DIR", help="scores folder")
+    p.add_argument("--judge", default="none", choices=("none", "anthropic", "openai"))
+    p.add_argument("--judge-model", help="judge model (anthropic default: claude-haiku-4-5-20251001)")
+    p.add_argument("--judge-url", help="judge API base URL (default: the provider's)")
+    p.add_argument("--judge-key-env", help="environment variable holding the judge's API key")
+    p.add_argument("--judge-cache", help="judgment cache (default: DIR.judge-cache.jsonl)")
+    p.add_argument("--judge-concurrency", type=int, default=4)
+    p.add_argument("--errata", default="", help="comma-separated errata to apply (default: none)")
+    _add_selection(p, "the cases the run should contain (absent ones score as failures)")
+    p.add_argument("--sample", type=int, help="the run holds only this stratified sample (see run --sample)")
+    p.add_argument("--model", help="model name (default: the run's)")
+    p.add_argument("--system", help="system (default: the run's)")
+    _add_verify(p)
+    p.set_defaults(func=cmd_score)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from metrobench.scoring.errata import parse_errata
+    from metrobench.scoring.judge import make_judge
+    from metrobench.partition import load_split
+    from metrobench.scoring.runs import score_run_file
+
+    bench = _verified_bench(args)
+    errata = parse_errata(args.errata)
+    out = Path(args.out)
+    cache = Path(args.judge_cache) if args.judge_cache else out.with_name(out.name + ".judge-cache.jsonl")
+    judge = make_judge(args.judge, model=args.judge_model, base_url=args.judge_url,
+                       api_key_env=args.judge_key_env, cache_path=cache,
+                       concurrency=args.judge_concurrency)
+    partitions = load_split(bench, args.split)
+    for run in args.run:
+        scored = score_run_file(bench, run, out, judge=judge, errata=errata,
+                                selection=args.partition, partitions=partitions,
+                                model=args.model, system=args.system, sample=args.sample)
+        note = f", {scored.missing} missing (scored as failures)" if scored.missing else ""
+        print(f"scored {run}: {len(scored.scores)} cases of {scored.system}{note} -> {scored.path}")
+    if judge is not None:
+        print(f"judge {judge.model}: {judge.hits} cached, {judge.misses} new judgments")
+    return 0
+
+
+def _add_summary(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("summary", help="per-system and headline Tier 1 / composite from Parquet scores")
+    p.add_argument("--scores", required=True, metavar="DIR")
+    p.add_argument("--partition", default="holdout", choices=("holdout", "train", "full"))
+    p.add_argument("--model", action="append", help="only this model (repeatable)")
+    p.set_defaults(func=cmd_summary)
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from metrobench.scoring.store import read_scores
+    from metrobench.scoring.summary import render, summarise
+
+    table = read_scores(Path(args.scores), models=args.model or None)
+    print("\n\n".join(render(s) for s in summarise(table, args.partition)))
+    return 0

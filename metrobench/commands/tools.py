@@ -1,0 +1,57 @@
+"""The kiosk tools by hand: ``tool`` (replay calls from a file) and ``serve-tools`` (HTTP).
+
+Contract: ``tool`` writes one JSON answer per line of its calls file to stdout,
+in order; ``serve-tools`` serves one system's tools until interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from metrobench.commands.common import Subparsers, _add_data, _bench, _port
+from metrobench.errors import MetrobenchError
+
+
+def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    _add_tool(sub)
+    _add_serve_tools(sub)
+
+
+def _add_tool(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("tool", help="replay tool calls from a JSONL file, one JSON answer per line")
+    _add_data(p)
+    p.add_argument("--system", required=True)
+    p.add_argument("calls", metavar="CALLS.jsonl")
+    p.set_defaults(func=cmd_tool)
+
+
+def cmd_tool(args: argparse.Namespace) -> int:
+    from metrobench.replay import replay_file
+
+    bench = _bench(args)
+    path = Path(args.calls)
+    if not path.is_file():
+        raise MetrobenchError(f"{path}: no such file")
+    out = sys.stdout
+    for record in replay_file(bench, args.system, path):
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return 0
+
+
+def _add_serve_tools(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("serve-tools", help="serve the tools over HTTP on 127.0.0.1")
+    _add_data(p)
+    p.add_argument("--system", required=True)
+    p.add_argument("--port", type=_port, default=8100)
+    p.add_argument("--host", default="127.0.0.1")
+    p.set_defaults(func=cmd_serve_tools)
+
+
+def cmd_serve_tools(args: argparse.Namespace) -> int:
+    from metrobench.server import serve
+
+    serve(_bench(args), args.system, args.port, host=args.host)
+    return 0

