@@ -109,25 +109,70 @@ def _decline(outcome: str, reason: str, message: str) -> dict[str, Any]:
             "assistant_message": message}
 
 
+def _events(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """The case's events, a multi-turn case's turns flattened in order."""
+    turns = case.get("multi_turn_events")
+    return [e for turn in turns for e in turn] if turns else case["events"]
+
+
+def _without_stations(parsed: dict[str, Any], call: _Calls) -> dict[str, Any]:
+    """No origin or destination: a knowledge-base answer to the free text, else a decline."""
+    if not parsed["freetext"]:
+        return _decline("request_declined", "invalid_request",
+                        "Please choose an origin and a destination station.")
+    found, _ = call("knowledge_base", {"query": parsed["freetext"], "category": "general"})
+    if found and found.get("found"):
+        content = found["results"][0]["content"] if found["results"] else ""
+        return {"outcome": "policy_answer_only",
+                "kiosk_action": {"action": "display_info", "reason_code": "ok"},
+                "assistant_message": content[:300]}
+    return _decline("request_declined", "unsupported_request",
+                    "This kiosk cannot help with that request.")
+
+
+def _disruption_banners(planned: dict[str, Any], call: _Calls) -> list[dict[str, str]]:
+    """A banner per fed disruption on the route's stops or lines (closures and weather never match)."""
+    banners: list[dict[str, str]] = []
+    feed, _ = call("disruption_feed", {"severity_filter": "all"})
+    if feed:
+        stop_ids = {s["station_id"] for s in planned["stops"]}
+        lines = set(planned.get("line_sequence", []))
+        for d in feed.get("disruptions", []):
+            line = d.get("line")
+            if set(d.get("segment") or []) & stop_ids or (line and line in lines):
+                banners.append({"severity": "critical" if d["severity"] == "critical" else "warning",
+                                "title": d["type"].replace("_", " ").title(),
+                                "body": d["message"]})
+    return banners
+
+
+def _accessibility_banners(planned: dict[str, Any], call: _Calls) -> list[dict[str, str]]:
+    """A warning per stop whose accessibility record lacks step-free access or elevators (all of them)."""
+    banners: list[dict[str, str]] = []
+    for stop in planned["stops"]:
+        info, _ = call("station_info", {"station_id": stop["station_id"],
+                                        "query_type": "accessibility"})
+        if info:
+            record = info.get("accessibility", {})  # the reference's lookup: always empty
+            issues = []
+            if not record.get("step_free"):
+                issues.append("not step-free")
+            if not record.get("elevators"):
+                issues.append("no elevators")
+            if issues:
+                name = stop["station_name"]
+                banners.append({"severity": "warning", "title": f"Accessibility: {name}",
+                                "body": f"{name}: {', '.join(issues)}"})
+    return banners
+
+
 def decide(case: dict[str, Any], call: _Calls) -> dict[str, Any]:
     """Walk the decision tree for one case; returns the submitted arguments."""
     context = case.get("system_context", {})
-    turns = case.get("multi_turn_events")
-    events = [e for turn in turns for e in turn] if turns else case["events"]
-    parsed = parse_events(events)
+    parsed = parse_events(_events(case))
 
     if not parsed["origin"] or not parsed["destination"]:
-        if not parsed["freetext"]:
-            return _decline("request_declined", "invalid_request",
-                            "Please choose an origin and a destination station.")
-        found, _ = call("knowledge_base", {"query": parsed["freetext"], "category": "general"})
-        if found and found.get("found"):
-            content = found["results"][0]["content"] if found["results"] else ""
-            return {"outcome": "policy_answer_only",
-                    "kiosk_action": {"action": "display_info", "reason_code": "ok"},
-                    "assistant_message": content[:300]}
-        return _decline("request_declined", "unsupported_request",
-                        "This kiosk cannot help with that request.")
+        return _without_stations(parsed, call)
 
     temporal = context.get("temporal_context") or {}
     available = temporal.get("service_available")  # no case has this field: the gate never fires
@@ -151,36 +196,14 @@ def decide(case: dict[str, Any], call: _Calls) -> dict[str, Any]:
         return _decline("request_declined", "invalid_request", f"Could not calculate fare: {error[:100]}")
 
     route, quote = route_of(planned), fare_quote(fare, pax)
-    banners: list[dict[str, str]] = []
     outcome, action, reason = "route_and_fare_ready", "prompt_purchase", "ok"
-    if context.get("active_disruptions"):
-        feed, _ = call("disruption_feed", {"severity_filter": "all"})
-        if feed:
-            stop_ids = {s["station_id"] for s in planned["stops"]}
-            lines = set(planned.get("line_sequence", []))
-            for d in feed.get("disruptions", []):
-                line = d.get("line")
-                if set(d.get("segment") or []) & stop_ids or (line and line in lines):
-                    banners.append({"severity": "critical" if d["severity"] == "critical" else "warning",
-                                    "title": d["type"].replace("_", " ").title(),
-                                    "body": d["message"]})
-                    outcome, action = "advisory_only", "display_info"
-    if context.get("accessibility_mode"):
-        for stop in planned["stops"]:
-            info, _ = call("station_info", {"station_id": stop["station_id"],
-                                            "query_type": "accessibility"})
-            if info:
-                record = info.get("accessibility", {})  # the reference's lookup: always empty
-                issues = []
-                if not record.get("step_free"):
-                    issues.append("not step-free")
-                if not record.get("elevators"):
-                    issues.append("no elevators")
-                if issues:
-                    name = stop["station_name"]
-                    banners.append({"severity": "warning", "title": f"Accessibility: {name}",
-                                    "body": f"{name}: {', '.join(issues)}"})
-                    outcome, action, reason = "advisory_only", "display_info", "accessibility_issue"
+    disrupted = _disruption_banners(planned, call) if context.get("active_disruptions") else []
+    if disrupted:
+        outcome, action = "advisory_only", "display_info"
+    inaccessible = _accessibility_banners(planned, call) if context.get("accessibility_mode") else []
+    if inaccessible:
+        outcome, action, reason = "advisory_only", "display_info", "accessibility_issue"
+    banners = disrupted + inaccessible
 
     parts = [f"Route: {route['origin']} to {route['destination']}",
              f"{route['transfers']} transfer(s), ~{route['estimated_minutes']} min",
