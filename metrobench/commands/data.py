@@ -18,9 +18,8 @@ from metrobench.errors import MetrobenchError
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    _add_fetch_data(sub)
-    _add_verify_data(sub)
-    _add_partition(sub)
+    for add in (_add_fetch_data, _add_verify_data, _add_partition):
+        add(sub)
 
 
 def _add_fetch_data(sub: Subparsers[argparse.ArgumentParser]) -> None:

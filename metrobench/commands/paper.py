@@ -13,13 +13,23 @@ from pathlib import Path
 
 from metrobench.commands.common import Subparsers, _add_data, _bench, load_study_config
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import pandas
+
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    _add_tables(sub)
-    _add_stats(sub)
-    _add_errata_table(sub)
-    _add_view(sub)
-    _add_agreement(sub)
+    for add in (_add_tables, _add_stats, _add_errata_table, _add_view, _add_agreement):
+        add(sub)
+
+
+def _write_and_show(frame: pandas.DataFrame, out: Path) -> int:
+    """Write a table (CSV and Markdown beside it) and print it."""
+    from metrobench.tables import write_table
+
+    write_table(frame, out)
+    print(frame.to_string(index=False))
+    return 0
 
 
 def _add_tables(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -58,14 +68,11 @@ def _add_stats(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_stats_bootstrap(args: argparse.Namespace) -> int:
     from metrobench.scoring.store import read_scores
     from metrobench.stats.cases import load_case_scores
-    from metrobench.tables import table9, write_table
+    from metrobench.tables import table9
 
     cases = load_case_scores(read_scores(Path(args.scores)))
     config = {"stats": {"n_resamples": args.n_resamples, "seed": args.seed}}
-    frame = table9(cases, config, args.partition)
-    write_table(frame, Path(args.out))
-    print(frame.to_string(index=False))
-    return 0
+    return _write_and_show(table9(cases, config, args.partition), Path(args.out))
 
 
 def _add_errata_table(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -79,12 +86,8 @@ def _add_errata_table(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def cmd_errata_table(args: argparse.Namespace) -> int:
     from metrobench.report import errata_table
-    from metrobench.tables import write_table
 
-    frame = errata_table(_bench(args), Path(args.runs), args.model)
-    write_table(frame, Path(args.out))
-    print(frame.to_string(index=False))
-    return 0
+    return _write_and_show(errata_table(_bench(args), Path(args.runs), args.model), Path(args.out))
 
 
 def _add_view(sub: Subparsers[argparse.ArgumentParser]) -> None:

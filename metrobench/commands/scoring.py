@@ -14,8 +14,8 @@ from metrobench.commands.common import Subparsers, _add_data, _add_selection, _a
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    _add_score(sub)
-    _add_summary(sub)
+    for add in (_add_score, _add_summary):
+        add(sub)
 
 
 def _add_score(sub: Subparsers[argparse.ArgumentParser]) -> None:

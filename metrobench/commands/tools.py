@@ -16,8 +16,8 @@ from metrobench.errors import MetrobenchError
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    _add_tool(sub)
-    _add_serve_tools(sub)
+    for add in (_add_tool, _add_serve_tools):
+        add(sub)
 
 
 def _add_tool(sub: Subparsers[argparse.ArgumentParser]) -> None:

@@ -18,12 +18,8 @@ from metrobench.errors import MetrobenchError
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    _add_trainset(sub)
-    _add_train(sub)
-    _add_fetch_model(sub)
-    _add_merge(sub)
-    _add_export_gguf(sub)
-    _add_quantize(sub)
+    for add in (_add_trainset, _add_train, _add_fetch_model, _add_merge, _add_export_gguf, _add_quantize):
+        add(sub)
 
 
 def _add_trainset(sub: Subparsers[argparse.ArgumentParser]) -> None:
