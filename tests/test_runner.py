@@ -210,9 +210,13 @@ def test_malformed_arguments_multi_turn_empty_rounds_and_budget(bench, tmp_path)
 
     with FakeOpenAI(script) as api:
         run(bench, cfg(api.url), ["MARTA-G-001"], tmp_path / "g.jsonl")
+        history = [c["function"]["arguments"] for r in api.requests for m in r["body"]["messages"]
+                   if m["role"] == "assistant" for c in m.get("tool_calls") or []]
     [record] = read_run(tmp_path / "g.jsonl").records
     bad = record.tool_calls_made[0]
     assert bad["arguments"] == '{"origin": "Airport", ' and bad["error"].startswith("arguments are not valid JSON")
+    # every later request carries the unreadable call on as {} (llama-server would answer 500)
+    assert history and history[0] == "{}" and all(json.loads(a) is not None for a in history)
     turns = len(bench.case("MARTA-G-001").raw["multi_turn_events"])
     assert record.api_rounds == 1 + turns
     assert record.response["ui_updates"]["assistant_message"] == f"turn {turns}"  # the last accepted one

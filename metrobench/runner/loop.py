@@ -10,7 +10,9 @@ an error). Two consecutive empty replies, a reply cut at the token limit, an
 exhausted budget or an endpoint failure end it with an error.
 
 Unlike the reference, tool-call arguments that are not valid JSON are fed
-back to the model as a tool error (and recorded) instead of ending the case.
+back to the model as a tool error (and recorded) instead of ending the case;
+the conversation carries that call on with ``{}`` as its arguments
+(:func:`replayable`), since template-rendering servers refuse invalid JSON there.
 A reply whose calls are written as ``<tool_call>`` blocks in its text is taken
 as calling those tools, per the model config's ``tool_parser``
 (:mod:`metrobench.runner.tool_parsing`); a block that cannot be read is fed
@@ -51,6 +53,26 @@ def reshape(arguments: dict[str, Any]) -> dict[str, Any]:
             "assistant_message": arguments.get("assistant_message", ""),
         },
     }
+
+
+def replayable(message: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message as the conversation carries it on: unreadable arguments become ``{}``.
+
+    A server that renders the history through a chat template parses every past call's
+    arguments (llama-server answers a history holding invalid JSON with HTTP 500, which
+    would end the case); the model learns of its mistake from the tool error that
+    follows, and ``tool_calls_made`` keeps the arguments exactly as it wrote them.
+    """
+    calls = message.get("tool_calls") or []
+    if all(parse_arguments((c.get("function") or {}).get("arguments"))[1] is None for c in calls):
+        return message
+    fixed = []
+    for call in calls:
+        function = dict(call.get("function") or {})
+        if parse_arguments(function.get("arguments"))[1] is not None:
+            function["arguments"] = "{}"
+        fixed.append({**call, "function": function})
+    return {**message, "tool_calls": fixed}
 
 
 def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
@@ -158,7 +180,7 @@ async def run_case(client: ChatClient, system: SystemData, case: Case, *, model:
             message, text_calls = take_reply(state, reply.message, tool_parser, round_index)
             if message.get("tool_calls"):
                 empty_streak = 0
-                state.messages.append(message)
+                state.messages.append(replayable(message))
                 accepted_now = state.run_tool_calls(message["tool_calls"], text_calls)
                 if accepted_now is not None:
                     accepted = accepted_now
