@@ -33,7 +33,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:.5em;m
 .banner.warning{background:#fff4d6}.banner.critical{background:#fde2e1}.banner.positive{background:#e3f5e1}
 .action{display:inline-block;margin-top:.6em;padding:.4em 1em;border-radius:6px;background:#0b5cad;color:#fff}
 .action.block_purchase,.action.refer_to_staff{background:#c62828}.stops{color:#556}
-.side{display:grid;gap:1.2em;grid-template-columns:repeat(auto-fit,minmax(420px,1fr))}
+.side{display:grid;gap:1.2em;grid-template-columns:repeat(auto-fit,minmax(420px,1fr))}.side>*{min-width:0;overflow-x:auto}
 .note{color:#667}.hidden{display:none}
 """
 
