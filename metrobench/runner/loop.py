@@ -63,16 +63,13 @@ def replayable(message: dict[str, Any]) -> dict[str, Any]:
     would end the case); the model learns of its mistake from the tool error that
     follows, and ``tool_calls_made`` keeps the arguments exactly as it wrote them.
     """
-    calls = message.get("tool_calls") or []
-    if all(parse_arguments((c.get("function") or {}).get("arguments"))[1] is None for c in calls):
-        return message
-    fixed = []
-    for call in calls:
-        function = dict(call.get("function") or {})
+    fixed, changed = [], False
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
         if parse_arguments(function.get("arguments"))[1] is not None:
-            function["arguments"] = "{}"
-        fixed.append({**call, "function": function})
-    return {**message, "tool_calls": fixed}
+            call, changed = {**call, "function": {**function, "arguments": "{}"}}, True
+        fixed.append(call)
+    return {**message, "tool_calls": fixed} if changed else message
 
 
 def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
