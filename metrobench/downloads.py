@@ -21,12 +21,12 @@ naming the path, both digests and the config entry, and is not kept.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+from metrobench.atomic import atomic_open
 from metrobench.errors import MetrobenchError
 
 GGUF_FIELDS = ("repo", "file", "revision", "sha256")
@@ -84,10 +84,8 @@ def fetch_gguf(repo: str, file: str, revision: str, sha256: str, dest: Path) -> 
         cached.unlink(missing_ok=True)   # the blob in the cache: a rerun fetches it afresh
         raise MetrobenchError(f"{dest}: SHA-256 of {repo}/{file} at {revision[:12]} is {got}, the config "
                               f"pins {sha256.lower()} (downloads.gguf[{dest}]); the file was not kept")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.copyfile(cached, partial)
-    os.replace(partial, dest)
+    with atomic_open(dest, "wb") as out, open(cached, "rb") as blob:
+        shutil.copyfileobj(blob, out)
     return dest
 
 

@@ -18,12 +18,15 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from metrobench.data.loader import Benchmark
-from metrobench.data.models import Case, StationSelected
+from metrobench.atomic import write_text
 from metrobench.data.root import SPLIT_FILE, SYSTEMS
 from metrobench.errors import MetrobenchError
+
+if TYPE_CHECKING:  # at run time only where used: every command's parser imports SELECTIONS from here
+    from metrobench.data.loader import Benchmark
+    from metrobench.data.models import Case
 
 PINNED_HOLDOUT: tuple[str, ...] = (
     "BART-B-016", "BART-F-016", "BJM-A-021", "BJM-B-016", "BJM-C-022", "CTA-C-018", "CTA-F-016",
@@ -46,6 +49,8 @@ class CaseKey:
 
 def case_key(case: Case) -> CaseKey:
     """Id, system, category and origin–destination pair (first origin/destination station ids)."""
+    from metrobench.data.models import StationSelected
+
     origin = destination = None
     seen_origin = seen_destination = False
     for event in case.events:
@@ -185,11 +190,8 @@ def committed_split(bench: Benchmark) -> dict[str, Any]:
 
 
 def write_partition(document: dict[str, Any], out: Path) -> None:
-    """Write atomically (temporary file, then rename), 2-space indent, trailing newline."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(document, indent=2) + "\n")
-    tmp.replace(out)
+    """Write atomically (:mod:`metrobench.atomic`), 2-space indent, trailing newline."""
+    write_text(out, json.dumps(document, indent=2) + "\n")
 
 
 def partition_of(document: dict[str, Any]) -> dict[str, str]:

@@ -14,7 +14,6 @@ is answered 422 with a ``detail``, never a 500.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,42 +22,9 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
 from metrobench.errors import MetrobenchError
-from metrobench.tools import ToolResponse, ToolSession, call_tool
+from metrobench.sessions import DEFAULT_SESSION, SessionStore
+from metrobench.tools import ToolResponse, call_tool
 from metrobench.tools.dispatch import render
-
-DEFAULT_SESSION = "_default"
-
-
-class SessionStore:
-    """Per-case sessions; a lock makes concurrent requests safe."""
-
-    def __init__(self, bench: Benchmark, default_system: str) -> None:
-        self.bench = bench
-        self.default_system = default_system
-        self._sessions: dict[str, ToolSession] = {}
-        self._lock = threading.Lock()
-
-    def get(self, case_id: str | None) -> ToolSession:
-        key = case_id or DEFAULT_SESSION
-        with self._lock:
-            session = self._sessions.get(key)
-            if session is None:
-                session = ToolSession(self.bench.system(self.default_system),
-                                      case_id=case_id or None)
-                self._sessions[key] = session
-            return session
-
-    def set_disruptions(self, payload: dict[str, Any]) -> None:
-        case_id = payload.get("case_id", DEFAULT_SESSION)
-        system = payload.get("system") or None
-        with self._lock:
-            session = self._sessions.get(case_id)
-            if session is None or (system and session.system.name != system):
-                session = ToolSession(self.bench.system(system or self.default_system),
-                                      case_id=None if case_id == DEFAULT_SESSION else case_id)
-                self._sessions[case_id] = session
-        session.set_disruptions(payload.get("disruptions", []))
-
 
 def _as_http(answer: ToolResponse) -> Response:
     if isinstance(answer.body, str) and answer.status >= 500:
@@ -111,7 +77,9 @@ def create_app(bench: Benchmark, system: str) -> FastAPI:
 
     @app.post("/set_disruptions")
     async def set_disruptions(request: Request) -> Response:
-        store.set_disruptions(_disruptions_request(await _json_object(request)))
+        payload = _disruptions_request(await _json_object(request))
+        store.set_disruptions(payload.get("case_id", DEFAULT_SESSION), payload.get("system") or None,
+                              payload.get("disruptions", []))
         return Response(render({"ok": True}), media_type="application/json")
 
     @app.post("/{name:path}")

@@ -28,29 +28,48 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from metrobench.errors import MetrobenchError
 
+if TYPE_CHECKING:
+    from metrobench.runner.config import Serving
+
 
 @dataclass
 class ServerConfig:
-    """How to serve one model."""
+    """How to serve one model: a model config's ``serving`` block with its files resolved.
+
+    The settings and their defaults are those of
+    :class:`metrobench.runner.config.Serving` (a test keeps them equal); what
+    differs is that the GGUF and the chat template are paths here.
+    """
 
     model_path: Path
     alias: str = "local"
-    n_ctx: int = 4096
+    n_ctx: int = 8192
     server: str = "llama-server"       # or "llama_cpp.server" (llama-cpp-python)
     chat_format: str | None = None     # llama_cpp.server only: e.g. "chatml-function-calling"
     chat_template_file: Path | None = None   # llama-server: a Jinja template instead of the GGUF's
     n_threads: int | None = None
     binary: str | None = None          # the llama-server executable (path or name); None = found
-    parallel: int = 1                  # llama-server slots
-    kv_unified: bool = False           # llama-server: one KV pool, any slot may use all of n_ctx
-    flash_attn: bool = False
+    parallel: int = 2                  # llama-server slots
+    kv_unified: bool = True            # llama-server: one KV pool, any slot may use all of n_ctx
+    flash_attn: bool = True
     n_gpu_layers: int = 0
     extra_args: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_serving(cls, serving: Serving, model_path: Path, alias: str,
+                     template: Path | None) -> ServerConfig:
+        """The server for a :class:`~metrobench.runner.config.Serving` block."""
+        return cls(model_path=model_path, alias=alias, n_ctx=serving.n_ctx, server=serving.server,
+                   chat_format=serving.chat_format, chat_template_file=template, n_threads=serving.n_threads,
+                   binary=serving.binary, parallel=serving.parallel, kv_unified=serving.kv_unified,
+                   flash_attn=serving.flash_attn, n_gpu_layers=serving.n_gpu_layers,
+                   extra_args=list(serving.extra_args))
 
 
 def free_port() -> int:
@@ -288,11 +307,6 @@ def serve_model(cfg, *, log_path: Path | None = None) -> Iterator[str | None]:
         raise MetrobenchError(f"model {cfg.name}: serving needs gguf or gguf_package")
     with tempfile.TemporaryDirectory(prefix="metrobench-template-") as tmp:
         template = chat_template_path(serving.chat_template_file, Path(tmp))
-        server = ServerConfig(model_path=model_path, alias=cfg.served_model, n_ctx=serving.n_ctx,
-                              server=serving.server, chat_format=serving.chat_format,
-                              chat_template_file=template, n_threads=serving.n_threads,
-                              binary=serving.binary, parallel=serving.parallel, kv_unified=serving.kv_unified,
-                              flash_attn=serving.flash_attn, n_gpu_layers=serving.n_gpu_layers,
-                              extra_args=list(serving.extra_args))
+        server = ServerConfig.from_serving(serving, model_path, cfg.served_model, template)
         with llama_server(server, log_path=log_path) as url:
             yield url

@@ -20,14 +20,15 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from metrobench.errors import MetrobenchError, not_utf8
+from metrobench.atomic import atomic_open
+from metrobench.errors import MetrobenchError
+from metrobench.jsonl import iter_objects, read_utf8
 
 #: Error recorded for a case that a run should have contained but does not.
 MISSING = "missing"
@@ -175,22 +176,9 @@ def _drop_partial_last_line(path: Path) -> None:
 
 def write_transcript(path: Path, records: Iterable[CaseRecord]) -> None:
     """Write a whole transcript at once (atomically: temporary file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_open(path) as fh:
         for record in records:
             fh.write(record.to_json() + "\n")
-    os.replace(tmp, path)
-
-
-def read_text(path: Path) -> str:
-    """A run file's text; a byte that is not UTF-8 is an error naming the file and offset."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        line = exc.object.count(b"\n", 0, exc.start) + 1
-        raise MetrobenchError(f"{path}: line {line}: {not_utf8(exc)}") from None
 
 
 def iter_transcript(path: Path) -> Iterator[CaseRecord]:
@@ -199,24 +187,7 @@ def iter_transcript(path: Path) -> Iterator[CaseRecord]:
     An unterminated last line is what a killed writer leaves behind: it is
     skipped with a warning (that case then counts as missing, never dropped).
     """
-    text = read_text(Path(path))
-    lines = text.split("\n")
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except RecursionError:
-            raise MetrobenchError(f"{path}: line {number}: JSON nested too deeply") from None
-        except json.JSONDecodeError as exc:
-            if number == len(lines):  # no newline after it: an interrupted write
-                print(f"metrobench: warning: {path}: line {number}: unfinished record skipped "
-                      f"(an interrupted run?)", file=sys.stderr)
-                return
-            raise MetrobenchError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(raw, dict) or not isinstance(raw.get("case_id"), str):
-            raise MetrobenchError(f"{path}: line {number}: field case_id: "
-                                  "a record must be a JSON object with a string case_id")
+    for number, raw in iter_objects(Path(path), field="case_id", unfinished="skip"):
         try:
             yield CaseRecord.from_dict(raw)
         except TypeError as exc:
@@ -228,7 +199,7 @@ def read_run(path: Path | str) -> Run:
     path = Path(path)
     if not path.is_file():
         raise MetrobenchError(f"{path}: no such run file")
-    text = read_text(path)
+    text = read_utf8(path)
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, RecursionError):

@@ -310,7 +310,7 @@ def test_deeply_nested_tool_call_line(root, tmp_path, capsys):
     calls = tmp_path / "calls.jsonl"
     calls.write_text('{"tool": "line_info", "args": {"line": ' + "[" * 10000 + "]" * 10000 + "}}\n")
     assert main(["tool", "--data", str(root), "--system", "marta", str(calls)]) == 2
-    assert "calls.jsonl: line 1: invalid JSON: nested too deeply" in _one_error_line(capsys)
+    assert "calls.jsonl: line 1: JSON nested too deeply" in _one_error_line(capsys)
     transcript = tmp_path / "t.jsonl"
     transcript.write_text('{"case_id": "MARTA-A-001", "response": ' + "[" * 10000 + "]" * 10000 + "}\n")
     assert main(["score", "--data", str(root), "--run", str(transcript), "--out", str(tmp_path / "s")]) == 2

@@ -36,7 +36,7 @@ def test_replay_sessions_and_set_disruptions(capsys, root, tmp_path):
 
 def test_replay_bad_lines_name_file_and_line(capsys, root, tmp_path):
     code, _, err = _run(capsys, root, tmp_path, "marta", [{"tool": "line_info", "args": {"line": "red"}}, "{oops"])
-    assert code == 2 and "calls.jsonl: line 2: invalid JSON" in err
+    assert code == 2 and "calls.jsonl: line 2: not valid JSON" in err
     code, _, err = _run(capsys, root, tmp_path, "marta", [{"args": {}}])
     assert code == 2 and "line 1: field tool" in err
     code, _, err = _run(capsys, root, tmp_path, "marta", [{"tool": "line_info", "args": {}, "case_id": "BART-A-001"}])

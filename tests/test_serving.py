@@ -53,7 +53,7 @@ def test_llama_server_command_line(tmp_path):
     binary = _exe(tmp_path / "llama-server")
     template = tmp_path / "tools.jinja"
     cfg = ServerConfig(tmp_path / "m.gguf", alias="m", n_ctx=4608, binary=str(binary), parallel=2,
-                       n_threads=2, chat_template_file=template)
+                       n_threads=2, chat_template_file=template, kv_unified=False, flash_attn=False)
     assert command(cfg, 8123) == [
         str(binary), "--model", str(tmp_path / "m.gguf"), "--host", "127.0.0.1", "--port", "8123",
         "--alias", "m", "--ctx-size", "4608", "--parallel", "2", "--n-gpu-layers", "0", "--jinja",
@@ -140,3 +140,20 @@ def test_a_killed_bench_process_never_leaves_its_server_running(signal_name):
         time.sleep(0.2)
     else:
         pytest.fail(f"llama-server still answers at {url} after the parent got {signal_name}")
+
+
+def test_server_settings_have_one_set_of_defaults(tmp_path):
+    """ServerConfig (the resolved server) and Serving (the config block) default alike,
+    and a Serving block carries over to the server field by field."""
+    import dataclasses
+
+    shared = [f for f in dataclasses.fields(ServerConfig) if f.name in Serving.model_fields]
+    assert {f.name for f in shared} >= {"n_ctx", "parallel", "kv_unified", "flash_attn", "server", "n_threads"}
+    for f in shared:
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        assert default == Serving.model_fields[f.name].get_default(call_default_factory=True), f.name
+    block = Serving(n_ctx=1234, parallel=3, kv_unified=False, flash_attn=False, n_threads=5,
+                    extra_args=["--seed", "1"], chat_format="chatml", server="llama_cpp.server")
+    server = ServerConfig.from_serving(block, tmp_path / "m.gguf", "m", None)
+    for f in shared:
+        assert getattr(server, f.name) == getattr(block, f.name), f.name

@@ -1,8 +1,10 @@
 """``metrobench rule-agent``: the scripted baseline (no model), one transcript per system.
 
-Contract: runs :mod:`metrobench.rule_agent` on the selected cases of one system
-and writes the whole transcript to ``--out`` (replacing it); the benchmark's
-pinned digests are checked first unless ``--no-verify``.
+Contract: runs :mod:`metrobench.rule_agent` on the selected cases of each
+``--system`` and writes each whole transcript to ``--out`` (replacing it;
+``{system}`` in the path names the system, required with several, which then
+share one process and its imports); the benchmark's pinned digests are checked
+first unless ``--no-verify``.
 """
 
 from __future__ import annotations
@@ -10,31 +12,40 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.commands.common import Subparsers, _add_data, _add_selection, _add_verify, _systems, _verified_bench
+from metrobench.commands.common import (Subparsers, _add_data, _add_selection, _add_verify, _run_selection, _systems,
+                                        _verified_bench)
+from metrobench.errors import MetrobenchError
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("rule-agent", help="run the scripted baseline, one transcript per system")
     _add_data(p)
-    p.add_argument("--system", required=True, choices=_systems())
+    p.add_argument("--system", required=True, action="append", choices=_systems(),
+                   help="system (repeatable: several in one process, with {system} in --out)")
     _add_selection(p)
     p.add_argument("--model", default="rule-agent", help="model name recorded in the transcript")
-    p.add_argument("--out", required=True, help="transcript to write (JSONL)")
+    p.add_argument("--out", required=True, help="transcript to write (JSONL); {system} stands for the system")
     _add_verify(p)
     p.set_defaults(func=cmd_rule_agent)
 
 
 def cmd_rule_agent(args: argparse.Namespace) -> int:
     from metrobench.rule_agent import run_cases
-    from metrobench.partition import load_split, select_cases
     from metrobench.scoring.names import check_name
     from metrobench.transcript import write_transcript
 
+    systems = list(dict.fromkeys(args.system))
+    if len(systems) > 1 and "{system}" not in args.out:
+        raise MetrobenchError("--out: with several --system, the path must hold {system} (one transcript each)")
     bench = _verified_bench(args)
     check_name("model", args.model)
-    cases = select_cases(bench, args.system, args.partition, load_split(bench, args.split))
-    records = list(run_cases(bench.system(args.system), cases, model=args.model))
-    write_transcript(Path(args.out), records)
-    failed = sum(1 for r in records if r.error)
-    print(f"wrote {args.out}: {len(records)} cases of {args.system} ({failed} failed)")
+    for system in systems:
+        selection, cases = _run_selection(argparse.Namespace(**{**vars(args), "system": system}), bench)
+        records = list(run_cases(bench.system(system), cases, model=args.model))
+        for record in records:
+            record.meta["selection"] = selection.to_meta()
+        out = Path(args.out.replace("{system}", system))
+        write_transcript(out, records)
+        failed = sum(1 for r in records if r.error)
+        print(f"wrote {out}: {len(records)} cases of {system} ({failed} failed)")
     return 0

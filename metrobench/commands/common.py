@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from metrobench.data import Benchmark
     from metrobench.data.models import Case
     from metrobench.runner.config import ModelConfig
+    from metrobench.selection import Selection
 
 Subparsers = argparse._SubParsersAction  # what ``register(subparsers)`` receives
 
@@ -149,20 +150,19 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
     return parse_model_config(raw, "command line")
 
 
-def _run_selection(args: argparse.Namespace, bench: Benchmark) -> list[Case]:
-    """The cases a run covers: --partition/--split, then --sample, --cases and --limit, in that order."""
-    from metrobench.partition import load_split, sample_cases, select_cases
+def _run_selection(args: argparse.Namespace, bench: Benchmark) -> tuple[Selection, list[Case]]:
+    """The cases a run covers: --partition/--split, then --sample, --cases and --limit, in that order.
 
-    cases = select_cases(bench, args.system, args.partition, load_split(bench, args.split))
-    if args.sample:
-        cases = sample_cases(cases, args.sample, args.system)
-    if args.cases:
-        wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
-        unknown = sorted(set(wanted) - {c.id for c in cases})
-        if unknown:
-            raise MetrobenchError(f"--cases: not cases of {args.system} ({args.partition}): {', '.join(unknown)}")
-        cases = [c for c in cases if c.id in set(wanted)]
-    return cases[: args.limit] if args.limit else cases
+    Returned with the :class:`~metrobench.selection.Selection` the run records.
+    """
+    from metrobench.partition import load_split
+    from metrobench.selection import Selection, split_digest
+
+    partitions = load_split(bench, args.split)
+    wanted = tuple(c.strip() for c in args.cases.split(",") if c.strip()) if getattr(args, "cases", None) else None
+    selection = Selection(system=args.system, partition=args.partition, split=split_digest(partitions),
+                          sample=getattr(args, "sample", None), cases=wanted, limit=getattr(args, "limit", None))
+    return selection, selection.resolve(bench, partitions)
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:

@@ -57,8 +57,9 @@ def cmd_verify_data(args: argparse.Namespace) -> int:
         total += len(bench.cases(system))
     print(f"{len(checked)} files match the pinned release; {total} cases of {len(SYSTEMS)} systems validate")
     if args.stamp:
-        Path(args.stamp).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.stamp).write_text(json.dumps({"root": str(bench.root), "files": checked}, indent=1) + "\n")
+        from metrobench.atomic import write_text
+
+        write_text(args.stamp, json.dumps({"root": str(bench.root), "files": checked}, indent=1) + "\n")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Contract: both append to the ``--out`` transcript and resume it (``--restart``
 discards it first); the model's settings come from :func:`_model_config`
-(study config, model config or flags) and the cases from :func:`_run_selection`.
+(study config, model config or flags) and the cases from :func:`_run_selection`,
+recorded in every record (:mod:`metrobench.selection`) for ``score`` to read.
 ``bench`` takes the transcript's lock before it starts the server.
 """
 
@@ -41,8 +42,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     bench = _bench(args)
     cfg = _model_config(args)
     check_name("model", cfg.name)
-    cases = _run_selection(args, bench)
-    _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), restart=args.restart))
+    selection, cases = _run_selection(args, bench)
+    _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), restart=args.restart,
+                      selection=selection))
     return 0
 
 
@@ -55,9 +57,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     bench = _bench(args)
     cfg = _model_config(args)
     check_name("model", cfg.name)
-    cases = _run_selection(args, bench)
+    selection, cases = _run_selection(args, bench)
     log = Path(args.server_log) if args.server_log else None
     with transcript_lock(Path(args.out)), serve_model(cfg, log_path=log) as url:  # lock before serving
         _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), base_url=url,
-                          restart=args.restart))
+                          restart=args.restart, selection=selection))
     return 0

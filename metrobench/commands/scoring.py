@@ -31,8 +31,11 @@ def _add_score(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--judge-cache", help="judgment cache (default: DIR.judge-cache.jsonl)")
     p.add_argument("--judge-concurrency", type=int, default=4)
     p.add_argument("--errata", default="", help="comma-separated errata to apply (default: none)")
-    _add_selection(p, "the cases the run should contain (absent ones score as failures)")
-    p.add_argument("--sample", type=int, help="the run holds only this stratified sample (see run --sample)")
+    _add_selection(p, "the cases the run should contain (absent ones score as failures); "
+                      "default: those the run recorded, else all")
+    p.set_defaults(partition=None)
+    p.add_argument("--sample", type=int, help="the run holds only this stratified sample (see run --sample; "
+                                              "default: the run's)")
     p.add_argument("--model", help="model name (default: the run's)")
     p.add_argument("--system", help="system (default: the run's)")
     _add_verify(p)

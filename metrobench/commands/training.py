@@ -127,12 +127,10 @@ def cmd_fetch_model(args: argparse.Namespace) -> int:
                         ignore_patterns=args.ignore or None)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     if args.stamp:
-        stamp = Path(args.stamp)
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        partial = stamp.with_name(stamp.name + ".partial")
-        partial.write_text(json.dumps({"repo": args.repo, "revision": args.revision, "folder": str(folder),
-                                       "files": files}, indent=2) + "\n")
-        os.replace(partial, stamp)
+        from metrobench.atomic import write_text
+
+        write_text(args.stamp, json.dumps({"repo": args.repo, "revision": args.revision, "folder": str(folder),
+                                           "files": files}, indent=2) + "\n")
     print(f"{args.repo} at {args.revision[:12]}: {len(files)} files in {folder}")
     return 0
 

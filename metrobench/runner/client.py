@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from metrobench.errors import MetrobenchError
+from metrobench.retry import backoff_delay, retry_after
 from metrobench.runner.config import ModelConfig
 
 
@@ -246,7 +246,7 @@ class ChatClient:
                 transient = status == 429 or status >= 500
                 if not transient or attempt == attempts:
                     raise EndpointError(f"{status}: {body[:500]}", retryable=transient) from None
-                delay = _retry_after(exc)
+                delay = retry_after(exc)
             except (openai.APIConnectionError, openai.APITimeoutError) as exc:
                 if attempt == attempts:
                     raise EndpointError(f"{type(exc).__name__}: {exc}", retryable=True) from None
@@ -255,9 +255,7 @@ class ChatClient:
                 if attempt == attempts:
                     raise EndpointError(f"malformed reply: {exc}", retryable=True) from None
                 delay = None
-            if delay is None:
-                delay = self.cfg.backoff_s * 2 ** (attempt - 1) * (1 + random.random() / 4)
-            await asyncio.sleep(min(delay, 60.0))
+            await asyncio.sleep(backoff_delay(attempt, self.cfg.backoff_s, delay))
         raise AssertionError("unreachable")
 
     async def aclose(self) -> None:
@@ -302,12 +300,4 @@ def _responses_reply(response: Any) -> ChatReply:
     if not isinstance(dumped.get("output"), list):
         raise MalformedReply(f"HTTP 200 body has no output list: {_snippet(dumped)}")
     return chat_from_responses(dumped)
-
-
-def _retry_after(exc: Any) -> float | None:
-    try:
-        value = exc.response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, ValueError):
-        return None
 

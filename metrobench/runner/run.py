@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from metrobench.data.loader import SystemData
 from metrobench.data.root import SYSTEM_BY_PREFIX
@@ -29,6 +29,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.runner.client import ChatClient
 from metrobench.runner.config import ModelConfig
 from metrobench.runner.loop import run_case
+from metrobench.selection import Selection
 from metrobench.transcript import (CaseRecord, TranscriptWriter, iter_transcript, transcript_lock,
                                   write_transcript)
 
@@ -128,7 +129,7 @@ class RunSummary:
 
 
 async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: TranscriptWriter,
-               client: ChatClient, progress: Progress) -> int:
+               client: ChatClient, progress: Progress, selection: dict[str, Any] | None) -> int:
     semaphore = asyncio.Semaphore(cfg.parallel)
     fingerprint = cfg.fingerprint()
     failed = 0
@@ -139,6 +140,8 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
             record = await run_case(client, system, case, model=cfg.name, max_rounds=cfg.max_rounds,
                                     tool_parser=cfg.tool_parser)
         record.meta.update(config=fingerprint, case_sha=case_hash(case))
+        if selection is not None:
+            record.meta["selection"] = selection
         writer.write(record)
         failed += record.error is not None
         progress.update(record)
@@ -152,8 +155,11 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
 
 def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path, *,
               base_url: str | None = None, restart: bool = False,
-              progress_stream: TextIO | None = None) -> RunSummary:
-    """Run ``cases`` (skipping those already in ``out``) and append their records to ``out``."""
+              progress_stream: TextIO | None = None, selection: Selection | None = None) -> RunSummary:
+    """Run ``cases`` (skipping those already in ``out``) and append their records to ``out``.
+
+    ``selection``: how ``cases`` were chosen, recorded in each record for scoring.
+    """
     with transcript_lock(out):
         done = prepare_resume(out, cfg, cases, restart=restart, system=system.name)
         todo = order_for_cache([c for c in cases if c.id not in done])
@@ -163,5 +169,6 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
             client = ChatClient(cfg, base_url=base_url)
             progress = Progress(len(todo), f"{cfg.name}/{system.name}", progress_stream)
             with TranscriptWriter(out) as writer:
-                failed = asyncio.run(_run(cfg, system, todo, writer, client, progress))
+                failed = asyncio.run(_run(cfg, system, todo, writer, client, progress,
+                                          selection.to_meta() if selection else None))
     return RunSummary(Path(out), len(todo), len(cases) - len(todo), failed, time.perf_counter() - start)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from metrobench.errors import MetrobenchError
+from metrobench.retry import backoff_delay, retry_after
 from metrobench.scoring.rubrics import JUDGE_SYSTEM, JudgeTask, parse_reply
 
 DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5-20251001"
@@ -51,22 +51,13 @@ class RetryableError(Exception):
         self.retry_after = retry_after
 
 
-def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    value = getattr(response, "headers", {}).get("retry-after") if response is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
 def _classify(exc: Exception, backend: str) -> Exception:
     """Map an SDK exception to :class:`RetryableError` or a user-facing error."""
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
     if status == 429 or (isinstance(status, int) and status >= 500) \
             or "Connection" in name or "Timeout" in name:
-        return RetryableError(f"{backend}: {name} {status or ''}".strip(), _retry_after(exc))
+        return RetryableError(f"{backend}: {name} {status or ''}".strip(), retry_after(exc))
     if status is not None:
         body = getattr(exc, "message", "") or str(exc)
         return MetrobenchError(f"judge backend {backend}: HTTP {status}: {body[:300]}")
@@ -203,9 +194,7 @@ class Judge:
                 if attempt == self.max_attempts:
                     raise MetrobenchError(f"judge {exc} after {attempt} attempts "
                                           f"(case {task.case_id}, {task.component})") from None
-                delay = exc.retry_after if exc.retry_after is not None \
-                    else self.base_delay * 2 ** (attempt - 1) * (1 + random.random() / 4)
-                time.sleep(min(delay, 60.0))
+                time.sleep(backoff_delay(attempt, self.base_delay, exc.retry_after))
         score, reason = parse_reply(raw)
         return {"score": score, "reason": reason, "raw": raw.strip()}
 

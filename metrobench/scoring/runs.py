@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from metrobench.data.loader import Benchmark
+from metrobench.data.models import Case
 from metrobench.data.root import SYSTEM_BY_PREFIX, SYSTEMS
 from metrobench.errors import MetrobenchError
 from metrobench.partition import load_split, sample_cases, select_cases
@@ -21,6 +22,7 @@ from metrobench.scoring.judge import Judge
 from metrobench.scoring.scorer import CaseScore, Scorer
 from metrobench.scoring.names import check_name
 from metrobench.scoring.store import write_scores
+from metrobench.selection import check_agrees, recorded_selection, split_digest
 from metrobench.transcript import MISSING, Run, read_run
 
 def record_systems(run: Run) -> Counter:
@@ -53,6 +55,19 @@ def infer_system(run: Run, explicit: str | None) -> str:
     return system
 
 
+def _cases_of(bench: Benchmark, run: Run, system: str, selection: str | None, sample: int | None,
+              partitions: dict[str, str]) -> list[Case]:
+    """The cases a run should hold: its recorded selection, else the flags'."""
+    recorded = recorded_selection(run)
+    if recorded is None:
+        cases = select_cases(bench, system, selection or "all", partitions)
+        return sample_cases(cases, sample, system) if sample else cases
+    if recorded.system != system:
+        raise MetrobenchError(f"{run.path}: the run's cases were chosen from {recorded.system}, not {system}")
+    check_agrees(recorded, selection, sample, split_digest(partitions), str(run.path))
+    return recorded.resolve(bench, partitions)
+
+
 @dataclass
 class ScoredRun:
     model: str
@@ -66,19 +81,21 @@ class ScoredRun:
 
 
 def score_run_file(bench: Benchmark, run_path: Path | str, out: Path, *, judge: Judge | None,
-                   errata: frozenset[str] = frozenset(), selection: str = "all",
+                   errata: frozenset[str] = frozenset(), selection: str | None = None,
                    partitions: dict[str, str] | None = None, model: str | None = None,
                    system: str | None = None, warn: Any = None, sample: int | None = None) -> ScoredRun:
-    """Score one run file (our transcript or a reference result) into ``out``."""
+    """Score one run file (our transcript or a reference result) into ``out``.
+
+    The cases are those the run recorded (:mod:`metrobench.selection`), else
+    ``selection`` (partition; default all) and ``sample``.
+    """
     run = read_run(run_path)
     system = infer_system(run, system)
     if not (model or run.model):
         raise MetrobenchError(f"{run.path}: the run names no model; give one with --model")
     name = check_name("model", model or run.model)
     partitions = partitions if partitions is not None else load_split(bench, None)
-    cases = select_cases(bench, system, selection, partitions)
-    if sample:
-        cases = sample_cases(cases, sample, system)
+    cases = _cases_of(bench, run, system, selection, sample, partitions)
     scorer = Scorer(bench.system(system), errata=errata, judge=judge)
     scores = scorer.score([c.raw for c in cases], run.records, model=name, warn=warn)
     path = write_scores(out, name, system, scores, partitions)

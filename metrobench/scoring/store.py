@@ -14,13 +14,13 @@ the aggregation sums in that order.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from metrobench.atomic import atomic_open
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.names import check_name
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
@@ -66,49 +66,13 @@ def to_table(scores: Sequence[CaseScore], partitions: dict[str, str]) -> pa.Tabl
     return pa.table(columns, schema=FILE_SCHEMA)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def remove_stale_temporaries(folder: Path, name: str) -> None:
-    """Delete ``.<name>.<pid>.tmp`` files whose writer is no longer running (a killed write)."""
-    for tmp in folder.glob(f".{name}.*.tmp"):
-        pid = tmp.name[len(name) + 2:-len(".tmp")]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
-            tmp.unlink(missing_ok=True)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_scores(out: Path, model: str, system: str, scores: Sequence[CaseScore],
                  partitions: dict[str, str]) -> Path:
     """Write one run's scores atomically; returns the file written."""
     path = partition_path(out, model, system)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(path.parent, path.name)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     table = to_table(scores, partitions)
-    try:
-        with open(tmp, "wb") as fh:
-            pq.write_table(table, fh, compression="zstd")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_open(path, "wb") as fh:
+        pq.write_table(table, fh, compression="zstd")
     return path
 
 

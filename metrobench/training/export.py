@@ -32,6 +32,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from metrobench.atomic import atomic_dir, atomic_path, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.training.base import cache_dir, resolve_base
 from metrobench.training.chat_template import INFERENCE_TEMPLATE
@@ -49,21 +50,12 @@ def merge(base: str, adapter: Path, out: Path, revision: str | None = None) -> P
     base_dir = resolve_base(base, revision)
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.bfloat16)
     merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
-    tmp = Path(out).with_name(Path(out).name + ".partial")
-    merged.save_pretrained(str(tmp), safe_serialization=True)
-    tokenizer = AutoTokenizer.from_pretrained(str(adapter))
-    tokenizer.chat_template = INFERENCE_TEMPLATE
-    tokenizer.save_pretrained(str(tmp))
-    _replace_dir(tmp, Path(out))
+    with atomic_dir(out) as tmp:
+        merged.save_pretrained(str(tmp), safe_serialization=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(adapter))
+        tokenizer.chat_template = INFERENCE_TEMPLATE
+        tokenizer.save_pretrained(str(tmp))
     return Path(out)
-
-
-def _replace_dir(tmp: Path, dest: Path) -> None:
-    import shutil
-
-    if dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
 
 
 def installed_build_source(version: str) -> Path | None:
@@ -148,18 +140,15 @@ def converter_flags(model_dir: Path, source: Path) -> list[str]:
 def convert_to_gguf(model_dir: Path, out: Path, *, checkout: str | None = None, outtype: str = "f16") -> Path:
     """``convert_hf_to_gguf.py`` on a merged model folder (``--no-mtp`` where the model needs it)."""
     source = llama_cpp_source(checkout)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source / "gguf-py"), str(source),
                                                        os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, str(source / "convert_hf_to_gguf.py"), str(model_dir),
-                           "--outfile", str(tmp), "--outtype", outtype, *converter_flags(model_dir, source)],
-                          capture_output=True, text=True, env=env)
-    if done.returncode != 0 or not tmp.is_file():
-        raise MetrobenchError(f"convert_hf_to_gguf.py failed on {model_dir}:\n{done.stderr.strip()[-1500:]}")
-    tmp.replace(out)
-    return out
+    with atomic_path(out) as tmp:
+        done = subprocess.run([sys.executable, str(source / "convert_hf_to_gguf.py"), str(model_dir),
+                               "--outfile", str(tmp), "--outtype", outtype, *converter_flags(model_dir, source)],
+                              capture_output=True, text=True, env=env)
+        if done.returncode != 0 or not tmp.is_file():
+            raise MetrobenchError(f"convert_hf_to_gguf.py failed on {model_dir}:\n{done.stderr.strip()[-1500:]}")
+    return Path(out)
 
 
 _GENERATE_ONE = """\
@@ -197,30 +186,32 @@ def check_generates(gguf: Path, *, timeout: float = 600.0) -> str:
 def quantize(gguf: Path, out: Path, *, kind: str = "Q4_K_M", binary: str | None = None,
              check: bool = True) -> Path:
     """Quantise a GGUF (``llama_model_quantize``, or a ``llama-quantize`` binary), then check it generates."""
-    out = Path(out)
-    tmp = out.with_name(out.name + ".partial")
-    if binary:
-        done = subprocess.run([binary, str(gguf), str(tmp), kind], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise MetrobenchError(f"{binary} failed: {done.stderr.strip()[-800:]}")
-    else:
-        import llama_cpp
+    with atomic_path(out) as tmp:
+        if binary:
+            done = subprocess.run([binary, str(gguf), str(tmp), kind], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise MetrobenchError(f"{binary} failed: {done.stderr.strip()[-800:]}")
+        else:
+            _quantize_in_process(gguf, tmp, kind)
+        if check:
+            check_generates(tmp)     # before the rename: a broken file never gets the output's name
+    return Path(out)
 
-        ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{kind.upper()}", None)
-        if ftype is None:
-            raise MetrobenchError(f"unknown quantisation {kind!r}")
-        params = llama_cpp.llama_model_quantize_default_params()
-        params.ftype = ftype
-        if llama_cpp.llama_model_quantize(str(gguf).encode(), str(tmp).encode(), params) != 0:
-            raise MetrobenchError(f"quantising {gguf} to {kind} failed")
-    if check:
-        check_generates(tmp)     # before the rename: a broken file never gets the output's name
-    tmp.replace(out)
-    return out
+
+def _quantize_in_process(gguf: Path, out: Path, kind: str) -> None:
+    import llama_cpp
+
+    ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{kind.upper()}", None)
+    if ftype is None:
+        raise MetrobenchError(f"unknown quantisation {kind!r}")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    if llama_cpp.llama_model_quantize(str(gguf).encode(), str(out).encode(), params) != 0:
+        raise MetrobenchError(f"quantising {gguf} to {kind} failed")
 
 
 def record_sizes(paths: dict[str, Path], out: Path) -> dict[str, int]:
     """File sizes in bytes (Table 8), written as JSON."""
     sizes = {name: Path(p).stat().st_size for name, p in paths.items()}
-    Path(out).write_text(json.dumps(sizes, indent=2) + "\n")
+    write_text(out, json.dumps(sizes, indent=2) + "\n")
     return sizes

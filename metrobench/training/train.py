@@ -34,7 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from metrobench.atomic import write_text
 from metrobench.errors import MetrobenchError
+from metrobench.jsonl import iter_lines, read_utf8
 from metrobench.training.base import resolve_base
 from metrobench.training.chat_template import INFERENCE_TEMPLATE, TRAIN_TEMPLATE
 from metrobench.training.recipe import Recipe
@@ -46,13 +48,10 @@ def load_examples(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise MetrobenchError(f"{path}: no such training set")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for number, item in iter_lines(read_utf8(path), path):
         try:
-            item = json.loads(line)
             rows.append({"messages": item["messages"], "tools": item.get("tools") or []})
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise MetrobenchError(f"{path}: line {number}: not a training example ({exc})") from None
     if len(rows) < 2:
         raise MetrobenchError(f"{path}: {len(rows)} examples; training needs at least 2")
@@ -277,6 +276,6 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
         "wall_s": round(time.perf_counter() - start, 1), "versions": _versions(),
         "recipe": recipe.model_dump(),
     }
-    (out / "train_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    write_text(out / "train_metrics.json", json.dumps(metrics, indent=2) + "\n")
     shutil.rmtree(work, ignore_errors=True)
     return metrics

@@ -30,6 +30,7 @@ from typing import Any
 
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import CASE_PREFIX, SYSTEMS
+from metrobench.atomic import atomic_open, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.prompts import TOOLS, system_prompt, user_message
 from metrobench.transcript import CaseRecord, read_run
@@ -163,12 +164,8 @@ def composition(examples: list[Example], partitions: dict[str, str], teachers: l
 
 
 def write_trainset(examples: list[Example], out: Path, rows: list[dict[str, Any]], table: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text("".join(e.to_json() + "\n" for e in examples), encoding="utf-8")
-    tmp.replace(out)
-    table.parent.mkdir(parents=True, exist_ok=True)
-    with open(table, "w", newline="") as fh:
+    write_text(out, "".join(e.to_json() + "\n" for e in examples))
+    with atomic_open(table, newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from metrobench.data.root import ENV_VAR
+from metrobench.atomic import atomic_dir
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.names import check_name
 from metrobench.viewer import pages
@@ -61,15 +61,6 @@ def _render_all(tmp: Path, by_model: dict[str, list[CaseView]], by_case: dict[st
     return len(compared)
 
 
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    old = out.with_name(f".{out.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if out.exists():
-        os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None = None,
                data: str | Path | None = None, partition: str = "full") -> SiteSummary:
     """The whole site for the chosen models (default: every model in the scores).
@@ -96,13 +87,6 @@ def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None 
         by_case[view.case_id].append(view)
     for group in by_case.values():
         group.sort(key=lambda v: order.index(v.model))
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    with atomic_dir(out) as tmp:
         compare_pages = _render_all(tmp, by_model, by_case)
-        _swap_into_place(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return SiteSummary(out, order, len(views), compare_pages, len(views) - attached)
+    return SiteSummary(Path(out), order, len(views), compare_pages, len(views) - attached)

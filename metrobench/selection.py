@@ -1,0 +1,100 @@
+"""Which cases a run covers, recorded in the run itself so that scoring reads it back.
+
+A run's cases follow from its system, its partition (``all``, ``train`` or
+``holdout``) under a split, and the narrowing options ``--sample N``,
+``--cases`` and ``--limit``, applied in that order. ``run``, ``bench`` and
+``rule-agent`` write that choice into every record they append
+(``meta.selection``, with the split as a digest of its case -> partition map),
+and ``score`` takes the cases from there: a case the run should hold but does
+not is scored as a failure, and a case outside the selection is never mixed in.
+A score whose own ``--partition``/``--sample`` or ``--split`` disagree with the
+run's is refused, naming both. Runs without the record (reference result
+files, transcripts from before it) are scored by the flags as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from metrobench.errors import MetrobenchError
+
+if TYPE_CHECKING:
+    from metrobench.data import Benchmark
+    from metrobench.data.models import Case
+    from metrobench.transcript import Run
+
+
+def split_digest(partitions: dict[str, str]) -> str:
+    """A short digest of a split (case id -> partition), the same for the same split file content."""
+    text = json.dumps(sorted(partitions.items()), separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The cases of one system a run covers."""
+
+    system: str
+    partition: str = "all"
+    split: str = ""
+    sample: int | None = None
+    cases: tuple[str, ...] | None = None
+    limit: int | None = None
+
+    def to_meta(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["cases"] = list(self.cases) if self.cases is not None else None
+        return out
+
+    @classmethod
+    def from_meta(cls, raw: Any, where: str) -> Selection:
+        try:
+            cases = raw.get("cases")
+            return cls(system=str(raw["system"]), partition=str(raw["partition"]), split=str(raw["split"]),
+                       sample=raw.get("sample"), cases=tuple(cases) if cases is not None else None,
+                       limit=raw.get("limit"))
+        except (AttributeError, KeyError, TypeError) as exc:
+            raise MetrobenchError(f"{where}: field meta.selection: not a case selection ({exc})") from None
+
+    def resolve(self, bench: Benchmark, partitions: dict[str, str]) -> list[Case]:
+        """The cases, in case-file order: partition, then sample, cases and limit."""
+        from metrobench.partition import sample_cases, select_cases
+
+        cases = select_cases(bench, self.system, self.partition, partitions)
+        if self.sample:
+            cases = sample_cases(cases, self.sample, self.system)
+        if self.cases is not None:
+            unknown = sorted(set(self.cases) - {c.id for c in cases})
+            if unknown:
+                raise MetrobenchError(f"--cases: not cases of {self.system} ({self.partition}): {', '.join(unknown)}")
+            wanted = set(self.cases)
+            cases = [c for c in cases if c.id in wanted]
+        return cases[: self.limit] if self.limit else cases
+
+
+def recorded_selection(run: Run) -> Selection | None:
+    """The selection a run's records carry (``None`` if none does); an error if they disagree."""
+    found = {json.dumps(r.meta["selection"], sort_keys=True) for r in run.records
+             if isinstance(r.meta, dict) and r.meta.get("selection") is not None}
+    if not found:
+        return None
+    if len(found) > 1:
+        raise MetrobenchError(f"{run.path}: its records were run with {len(found)} different case selections "
+                              "(meta.selection); rerun with --restart, or write each to its own file")
+    return Selection.from_meta(json.loads(found.pop()), str(run.path))
+
+
+def check_agrees(recorded: Selection, partition: str | None, sample: int | None, split: str, where: str) -> None:
+    """Refuse a score whose flags name other cases than the run was made for."""
+    if partition is not None and partition != recorded.partition:
+        raise MetrobenchError(f"{where}: the run covers partition {recorded.partition}, "
+                              f"but --partition {partition} was given")
+    if sample is not None and sample != recorded.sample:
+        raise MetrobenchError(f"{where}: the run covers a sample of {recorded.sample or 'all'} cases, "
+                              f"but --sample {sample} was given")
+    if recorded.split != split:
+        raise MetrobenchError(f"{where}: the run's cases were chosen under another split (digest "
+                              f"{recorded.split}) than --split gives ({split})")
