@@ -1,0 +1,1 @@
+"""The paper layer: tables and figures from the Parquet scores and statistics, and the report."""
