@@ -29,8 +29,8 @@ from pathlib import Path  # noqa: E402
 
 def in_process(data: str | None) -> None:
     from metrobench.data import SYSTEMS, Benchmark
-    from metrobench.rule_agent import run_cases
-    from metrobench.partition import load_split
+    from metrobench.agents.rule_agent import run_cases
+    from metrobench.data.partition import load_split
     from metrobench.scoring.scorer import Scorer
     from metrobench.scoring.store import read_scores, write_scores
     from metrobench.scoring.summary import render, summarise

@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 from metrobench.data import Benchmark
-from metrobench.runner import run as runner
-from metrobench.runner.config import load_model_config
-from metrobench.serving import serve_model
-from metrobench.transcript import read_run
+from metrobench.agents.runner import run as runner
+from metrobench.agents.runner.config import load_model_config
+from metrobench.agents.serving import serve_model
+from metrobench.transcripts.records import read_run
 
 CONFIG = Path(__file__).resolve().parents[1] / "config" / "models" / "smollm2-135m.yaml"
 HIT = re.compile(r"(\d+) prefix-match hit, remaining \d+ prompt tokens")

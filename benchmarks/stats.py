@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 
 from metrobench.data import SYSTEMS, Benchmark
-from metrobench.partition import load_split
+from metrobench.data.partition import load_split
 from metrobench.scoring.scorer import CaseScore, ComponentScore, applicable
 from metrobench.scoring.store import read_scores, write_scores
 from metrobench.stats.cases import load_case_scores
-from metrobench.tables import category_matrix, table9, table10
+from metrobench.paper.tables import category_matrix, table9, table10
 
 
 def main() -> None:

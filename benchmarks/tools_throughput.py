@@ -18,8 +18,8 @@ import random
 import time
 
 from metrobench.data import Benchmark
-from metrobench.network import network_for
-from metrobench.tools import ToolSession, call_tool
+from metrobench.kiosk.network import network_for
+from metrobench.kiosk.tools import ToolSession, call_tool
 
 
 def run(session: ToolSession, pairs: list[tuple[str, str]]) -> float:

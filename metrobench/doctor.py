@@ -67,7 +67,7 @@ class StudyNeeds:
 
 def study_needs(config: dict[str, Any]) -> StudyNeeds:
     """Read the study config for what it will run (model configs and recipes in files too)."""
-    from metrobench.runner.config import study_model_config
+    from metrobench.agents.runner.config import study_model_config
     from metrobench.training.recipe import load_recipe
 
     needs = StudyNeeds(data_path=(config.get("data") or {}).get("path"))
@@ -122,7 +122,7 @@ def _system_info() -> tuple[str | None, str]:
 
 def _died(returncode: int, stderr: str) -> str:
     """A failed subprocess in one phrase: the signal that killed it, else its last error line."""
-    from metrobench.serving import exit_status
+    from metrobench.agents.serving import exit_status
 
     if returncode < 0:
         return exit_status(returncode)
@@ -136,7 +136,7 @@ def compiled_features(system_info: str) -> list[str]:
 
 def _one_token() -> str | None:
     """Generate one token with the packaged SmolLM2 (the quantise rule's own check); None when it worked."""
-    from metrobench.serving import packaged_gguf
+    from metrobench.agents.serving import packaged_gguf
     from metrobench.training.export import check_generates
 
     try:
@@ -151,7 +151,7 @@ def _one_token() -> str | None:
 
 
 def check_llama_cpp(needs: StudyNeeds) -> list[Check]:
-    from metrobench.serving import llama_build_info
+    from metrobench.agents.serving import llama_build_info
 
     need = "FAIL" if needs.local_models else "warn"
     if importlib.util.find_spec("llama_cpp") is None:
@@ -183,7 +183,7 @@ def check_llama_cpp(needs: StudyNeeds) -> list[Check]:
 
 
 def check_llama_server(needs: StudyNeeds) -> Check:
-    from metrobench.serving import find_llama_server
+    from metrobench.agents.serving import find_llama_server
 
     need = "FAIL" if needs.local_models else "warn"
     try:

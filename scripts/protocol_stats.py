@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.transcript import read_run
+from metrobench.transcripts.records import read_run
 
 #: Errors the runner gives a call it could not run (loop.parse_arguments, tool_parsing).
 UNREAD = ("arguments are not valid JSON", "arguments must be a JSON object", "tool call block is not valid JSON")

@@ -46,12 +46,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from metrobench.data import SYSTEMS, Benchmark
-from metrobench.partition import load_split
-from metrobench.rule_agent import run_case
+from metrobench.data.partition import load_split
+from metrobench.agents.rule_agent import run_case
 from metrobench.scoring.judge import Judge
 from metrobench.scoring.scorer import Scorer
 from metrobench.scoring.store import to_table
-from metrobench.transcript import CaseRecord
+from metrobench.transcripts.records import CaseRecord
 from scoring_helpers import accepted_submit, call, gt_answer
 
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_scores.parquet"

@@ -8,7 +8,7 @@ from typing import Any
 from metrobench.data import Benchmark
 from metrobench.data.root import SYSTEM_BY_PREFIX
 from metrobench.scoring.scorer import CaseScore, Scorer
-from metrobench.transcript import CaseRecord
+from metrobench.transcripts.records import CaseRecord
 
 
 def call(name: str, arguments: dict | None = None, result: Any = None, error: str | None = None) -> dict:

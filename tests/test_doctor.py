@@ -59,7 +59,7 @@ def test_llama_server_verdicts_for_a_working_a_missing_and_a_crashing_binary(tmp
     needs = doctor.StudyNeeds(local_models=["m"])
     good = _exe(tmp_path / "good-server", 'echo "version: 4242 (abcdef0)"; echo "built with cc" >&2')
     crash = _exe(tmp_path / "sigill-server", "kill -ILL $$")
-    from metrobench import serving
+    from metrobench.agents import serving
 
     original = serving.find_llama_server
     try:
@@ -74,7 +74,7 @@ def test_llama_server_verdicts_for_a_working_a_missing_and_a_crashing_binary(tmp
 
 
 def test_no_llama_server_fails_only_when_the_study_serves_models(monkeypatch, tmp_path):
-    from metrobench import serving
+    from metrobench.agents import serving
 
     monkeypatch.setattr(serving, "installed_llama_server", lambda: None)
     monkeypatch.setenv("PATH", str(tmp_path))

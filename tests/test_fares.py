@@ -6,7 +6,7 @@ import pytest
 
 from metrobench.data import SYSTEMS
 from metrobench.data.models import PassengerCountChanged, PaymentMethodSelected
-from metrobench.fares import FareEngine, FareError
+from metrobench.kiosk.fares import FareEngine, FareError
 
 
 def test_every_category_b_fare_matches_ground_truth(bench):

@@ -15,11 +15,11 @@ from fake_openai_api import FakeOpenAI, chat_payload
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
-from metrobench.runner.config import ModelConfig
-from metrobench.runner.run import run_model
+from metrobench.agents.runner.config import ModelConfig
+from metrobench.agents.runner.run import run_model
 from metrobench.scoring.judge import AnthropicBackend, Judge, JudgeCache, OpenAIBackend
 from metrobench.scoring.rubrics import JudgeTask
-from metrobench.transcript import read_run
+from metrobench.transcripts.records import read_run
 
 HTML = b"<html><body><h1>502 Bad Gateway</h1><p>upstream proxy page</p></body></html>"
 IDS = ["MARTA-A-001", "MARTA-A-002", "MARTA-A-003"]
@@ -122,7 +122,7 @@ def _locked(path) -> bool:
     import fcntl
     import os
 
-    from metrobench.transcript import lock_path
+    from metrobench.transcripts.records import lock_path
 
     sidecar = lock_path(path)
     if not sidecar.exists():
@@ -178,7 +178,7 @@ def test_a_second_run_on_a_transcript_being_written_refuses_with_one_line(root, 
 
 
 def test_the_lock_is_reentrant_within_a_process_and_released_on_error(tmp_path):
-    from metrobench.transcript import transcript_lock
+    from metrobench.transcripts.records import transcript_lock
 
     out = tmp_path / "t.jsonl"
     with transcript_lock(out):
@@ -249,7 +249,7 @@ def test_bad_run_limits_are_refused_before_any_request(root, tmp_path, capsys, f
 
 
 def test_model_config_files_are_held_to_the_same_limits(tmp_path):
-    from metrobench.runner.config import load_model_config
+    from metrobench.agents.runner.config import load_model_config
 
     bad = tmp_path / "m.yaml"
     bad.write_text("name: m\nretries: 0\n")
@@ -351,7 +351,7 @@ def test_invalid_yaml_and_a_missing_server_binary(root, tmp_path, capsys):
 
 def _scores(bench):
     from metrobench.scoring.scorer import Scorer
-    from metrobench.transcript import CaseRecord
+    from metrobench.transcripts.records import CaseRecord
 
     case = bench.case("MARTA-A-001")
     return Scorer(bench.system("marta")).score([case.raw], [CaseRecord(case_id=case.id, model="m")])

@@ -12,7 +12,7 @@ from metrobench.atomic import atomic_dir, atomic_open, atomic_path, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, iter_objects
 from metrobench.retry import MAX_DELAY_S, backoff_delay, retry_after
-from metrobench.sessions import SessionStore
+from metrobench.kiosk.sessions import SessionStore
 
 
 # --- sessions: replay (case context) and the HTTP server (none) agree on every other case id

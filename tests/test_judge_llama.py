@@ -8,7 +8,7 @@ import pytest
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
-from metrobench.serving import ServerConfig, llama_server, packaged_gguf
+from metrobench.agents.serving import ServerConfig, llama_server, packaged_gguf
 
 pytestmark = pytest.mark.slow
 

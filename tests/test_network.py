@@ -10,7 +10,7 @@ import pytest
 
 from metrobench.data import SYSTEMS
 from metrobench.data.models import StationSelected
-from metrobench.network import NoPathError, RoutingError, network_for
+from metrobench.kiosk.network import NoPathError, RoutingError, network_for
 
 
 def _routes(bench):
@@ -73,7 +73,7 @@ def test_line_choice_does_not_depend_on_hash_seed(root):
     script = (
         "import json,sys\n"
         "from metrobench.data import Benchmark\n"
-        "from metrobench.network import network_for\n"
+        "from metrobench.kiosk.network import network_for\n"
         f"b = Benchmark({str(root)!r})\n"
         "out = {}\n"
         "for s, o, d in [('marta','Airport','Five Points'), ('bart','Embarcadero','Daly City'),"

@@ -8,7 +8,7 @@ import pytest
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
-from metrobench.partition import build_partition, committed_split, partition_benchmark, case_key
+from metrobench.data.partition import build_partition, committed_split, partition_benchmark, case_key
 
 
 def test_partition_equals_committed_split_except_timestamp(bench):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from metrobench.prompts import TOOLS, fare_rules, system_prompt, user_message
+from metrobench.agents.prompts import TOOLS, fare_rules, system_prompt, user_message
 
 FULL_CONTEXT = {
     "temporal_context": {"current_time": "23:40", "day_of_week": "Friday", "notes": "Last trains at 00:30"},

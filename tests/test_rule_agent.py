@@ -10,9 +10,9 @@ import pytest
 
 from metrobench.cli import main
 from metrobench.data import SYSTEMS
-from metrobench.rule_agent import run_cases
+from metrobench.agents.rule_agent import run_cases
 from metrobench.scoring.metrics import headline
-from metrobench.partition import load_split
+from metrobench.data.partition import load_split
 from metrobench.scoring.scorer import Scorer
 
 PAPER_HOLDOUT = {"marta": 80.4, "doha": 85.6, "bart": 88.7, "taipei": 84.3, "cta": 81.1, "beijing": 87.5}

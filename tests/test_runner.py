@@ -9,10 +9,10 @@ from fake_openai_api import FakeOpenAI, chat_payload, tool_call
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
-from metrobench.runner.config import ModelConfig
-from metrobench.runner.run import run_model
+from metrobench.agents.runner.config import ModelConfig
+from metrobench.agents.runner.run import run_model
 from metrobench.scoring.scorer import Scorer
-from metrobench.transcript import read_run
+from metrobench.transcripts.records import read_run
 
 
 def cfg(url: str, **kw) -> ModelConfig:
@@ -253,7 +253,7 @@ def test_retries_then_resume_redoes_only_endpoint_failures(bench, tmp_path):
     out = tmp_path / "run.jsonl"
     with FakeOpenAI(script) as api:
         cases = {i: bench.case(i) for i in ids}
-        from metrobench.prompts import user_message
+        from metrobench.agents.prompts import user_message
         state["down"] = {user_message(cases["MARTA-A-002"].raw["events"])}
         first = run(bench, cfg(api.url, concurrency=1), ids, out)
         assert first.failed == 1 and len(api.requests) == 2 + 1 + 3 + 1  # 2 retried, 3 tries for A-002

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from metrobench.cli import main
-from metrobench.runner.config import load_model_config
-from metrobench.runner.run import run_model
-from metrobench.serving import serve_model
-from metrobench.transcript import read_run
+from metrobench.agents.runner.config import load_model_config
+from metrobench.agents.runner.run import run_model
+from metrobench.agents.serving import serve_model
+from metrobench.transcripts.records import read_run
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]

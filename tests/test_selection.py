@@ -1,4 +1,4 @@
-"""A run records which cases it covers; ``score`` takes them from there (metrobench.selection)."""
+"""A run records which cases it covers; ``score`` takes them from there (metrobench.transcripts.selection)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
-from metrobench.partition import load_split, select_cases
-from metrobench.selection import Selection, recorded_selection, split_digest
-from metrobench.transcript import read_run, write_transcript
+from metrobench.data.partition import load_split, select_cases
+from metrobench.transcripts.selection import Selection, recorded_selection, split_digest
+from metrobench.transcripts.records import read_run, write_transcript
 
 
 def _rows(scores_dir, model="rule-agent", system="marta"):
@@ -73,7 +73,7 @@ def test_a_recorded_sample_scores_its_missing_case_and_nothing_else(root, bench,
 def test_records_of_two_selections_are_refused(bench, tmp_path):
     partitions = load_split(bench)
     run_path = tmp_path / "mixed.jsonl"
-    from metrobench.transcript import CaseRecord
+    from metrobench.transcripts.records import CaseRecord
 
     first = CaseRecord(case_id="MARTA-A-001", model="m", system="marta")
     second = CaseRecord(case_id="MARTA-A-002", model="m", system="marta")

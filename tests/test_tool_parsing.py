@@ -10,12 +10,12 @@ from fake_openai_api import FakeOpenAI, chat_payload
 from test_runner import cfg, good_agent, run, score_records
 
 from metrobench.errors import MetrobenchError
-from metrobench.prompts import PROMPT_VERSION
-from metrobench.runner.client import ChatReply
-from metrobench.runner.config import ModelConfig, parse_model_config
-from metrobench.runner.loop import run_case
-from metrobench.runner.tool_parsing import apply_tool_parser, parse_text_tool_calls
-from metrobench.transcript import read_run
+from metrobench.agents.prompts import PROMPT_VERSION
+from metrobench.agents.runner.client import ChatReply
+from metrobench.agents.runner.config import ModelConfig, parse_model_config
+from metrobench.agents.runner.loop import run_case
+from metrobench.agents.runner.tool_parsing import apply_tool_parser, parse_text_tool_calls
+from metrobench.transcripts.records import read_run
 
 
 def calls_of(text: str) -> list[tuple[str, dict | str, str | None]]:

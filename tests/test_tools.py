@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from metrobench.contract import TerminalState, response_id
-from metrobench.tools import ToolSession, call_tool
-from metrobench.tools.functions import route_id_for
-from metrobench.tools.schemas import VALID_QUERY_TYPES
+from metrobench.kiosk.contract import TerminalState, response_id
+from metrobench.kiosk.tools import ToolSession, call_tool
+from metrobench.kiosk.tools.functions import route_id_for
+from metrobench.kiosk.tools.schemas import VALID_QUERY_TYPES
 
 
 @pytest.fixture

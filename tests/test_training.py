@@ -13,9 +13,9 @@ import pytest
 from metrobench.cli import main
 from metrobench.data import SYSTEMS
 from metrobench.errors import MetrobenchError
-from metrobench.partition import load_split
-from metrobench.runner.config import load_model_config
-from metrobench.serving import chat_template_path
+from metrobench.data.partition import load_split
+from metrobench.agents.runner.config import load_model_config
+from metrobench.agents.serving import chat_template_path
 from metrobench.training.chat_template import INFERENCE_TEMPLATE, TRAIN_TEMPLATE
 from metrobench.training.trainset import (
     Example,
@@ -200,7 +200,7 @@ def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, 
         # the student carries exactly the template its base is benchmarked with, in the
         # demo (a model config file) and in the mini-study (an inline entry)
         from metrobench.cli import load_study_config
-        from metrobench.runner.config import study_model_config
+        from metrobench.agents.runner.config import study_model_config
 
         mini = load_study_config([str(REPO / "config" / "mini-study.yaml")])
         bases = [load_model_config(REPO / "config" / "models" / "smollm2-135m.yaml"),
@@ -280,7 +280,7 @@ def test_qwen3_5_train_merge_gguf_q4_serves_and_parses_tool_calls(cache, rule_ru
     """The students' architecture end to end: train -> merge -> GGUF -> Q4_K_M -> llama-server -> answers."""
     import httpx
 
-    from metrobench.serving import ServerConfig, llama_server
+    from metrobench.agents.serving import ServerConfig, llama_server
     from metrobench.training.export import convert_to_gguf, merge, quantize
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import train
@@ -326,7 +326,7 @@ def test_training_text_equals_what_llama_server_renders_byte_for_byte(rule_runs,
     needs("transformers", "llama_cpp")
     import httpx
 
-    from metrobench.serving import ServerConfig, chat_template_path, llama_server, packaged_gguf, TOOLS_TEMPLATE
+    from metrobench.agents.serving import ServerConfig, chat_template_path, llama_server, packaged_gguf, TOOLS_TEMPLATE
     from metrobench.training.tokens import load_tokenizer
     from metrobench.training.trainset import clean_messages
 

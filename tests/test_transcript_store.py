@@ -12,7 +12,7 @@ from scoring_helpers import PLAN_CALLS, gt_answer
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.store import FILE_SCHEMA, read_scores
-from metrobench.transcript import CaseRecord, TranscriptWriter, read_run
+from metrobench.transcripts.records import CaseRecord, TranscriptWriter, read_run
 
 
 def test_writer_appends_and_repairs_an_interrupted_last_line(tmp_path):

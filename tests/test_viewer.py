@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from metrobench.cli import main
-from metrobench.transcript import CaseRecord, read_run
+from metrobench.transcripts.records import CaseRecord, read_run
 from metrobench.viewer.conversation import render_conversation
 from metrobench.viewer.kiosk import render_terminal_state
 from metrobench.viewer.load import CaseView, ScoreRow

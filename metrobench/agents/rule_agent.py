@@ -16,7 +16,7 @@ because the paper's baseline row (84.6 Tier 1) is its score:
 * station closures and weather never match the route, and ``fare_quote`` is
   dropped whenever the answer is downgraded to ``advisory_only``.
 
-Tools run in-process (:func:`metrobench.tools.call_tool`): no server, no ports,
+Tools run in-process (:func:`metrobench.kiosk.tools.call_tool`): no server, no ports,
 and one process scores the whole benchmark in seconds.
 """
 
@@ -28,9 +28,9 @@ from typing import Any
 
 from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
-from metrobench.tools.dispatch import call_tool
-from metrobench.tools.session import ToolSession
-from metrobench.transcript import CaseRecord
+from metrobench.kiosk.tools.dispatch import call_tool
+from metrobench.kiosk.tools.session import ToolSession
+from metrobench.transcripts.records import CaseRecord
 
 MODEL_NAME = "rule-agent"
 ERROR_CHARS = 200  # the reference kept this much of a failed call's body

@@ -35,7 +35,7 @@ import httpx
 from metrobench.errors import MetrobenchError
 
 if TYPE_CHECKING:
-    from metrobench.runner.config import Serving
+    from metrobench.agents.runner.config import Serving
 
 
 @dataclass
@@ -43,7 +43,7 @@ class ServerConfig:
     """How to serve one model: a model config's ``serving`` block with its files resolved.
 
     The settings and their defaults are those of
-    :class:`metrobench.runner.config.Serving` (a test keeps them equal); what
+    :class:`metrobench.agents.runner.config.Serving` (a test keeps them equal); what
     differs is that the GGUF and the chat template are paths here.
     """
 
@@ -64,7 +64,7 @@ class ServerConfig:
     @classmethod
     def from_serving(cls, serving: Serving, model_path: Path, alias: str,
                      template: Path | None) -> ServerConfig:
-        """The server for a :class:`~metrobench.runner.config.Serving` block."""
+        """The server for a :class:`~metrobench.agents.runner.config.Serving` block."""
         return cls(model_path=model_path, alias=alias, n_ctx=serving.n_ctx, server=serving.server,
                    chat_format=serving.chat_format, chat_template_file=template, n_threads=serving.n_threads,
                    binary=serving.binary, parallel=serving.parallel, kv_unified=serving.kv_unified,
@@ -290,7 +290,7 @@ def chat_template_path(name: str | None, tmp: Path) -> Path | None:
 
 @contextmanager
 def serve_model(cfg, *, log_path: Path | None = None) -> Iterator[str | None]:
-    """Serve a :class:`~metrobench.runner.config.ModelConfig` if it has a ``serving`` block.
+    """Serve a :class:`~metrobench.agents.runner.config.ModelConfig` if it has a ``serving`` block.
 
     Yields the base URL (``None`` when the model is not served here: a hosted
     API or a server started elsewhere, reached through ``base_url``).

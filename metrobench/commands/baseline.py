@@ -1,6 +1,6 @@
 """``metrobench rule-agent``: the scripted baseline (no model), one transcript per system.
 
-Contract: runs :mod:`metrobench.rule_agent` on the selected cases of each
+Contract: runs :mod:`metrobench.agents.rule_agent` on the selected cases of each
 ``--system`` and writes each whole transcript to ``--out`` (replacing it;
 ``{system}`` in the path names the system, required with several, which then
 share one process and its imports); the benchmark's pinned digests are checked
@@ -30,9 +30,9 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_rule_agent(args: argparse.Namespace) -> int:
-    from metrobench.rule_agent import run_cases
+    from metrobench.agents.rule_agent import run_cases
     from metrobench.scoring.names import check_name
-    from metrobench.transcript import write_transcript
+    from metrobench.transcripts.records import write_transcript
 
     systems = list(dict.fromkeys(args.system))
     if len(systems) > 1 and "{system}" not in args.out:

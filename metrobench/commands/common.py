@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
     from metrobench.data import Benchmark
     from metrobench.data.models import Case
-    from metrobench.runner.config import ModelConfig
-    from metrobench.selection import Selection
+    from metrobench.agents.runner.config import ModelConfig
+    from metrobench.transcripts.selection import Selection
 
 Subparsers = argparse._SubParsersAction  # what ``register(subparsers)`` receives
 
@@ -52,7 +52,7 @@ def _add_data(p: argparse.ArgumentParser) -> None:
 
 def _add_selection(p: argparse.ArgumentParser, help: str | None = None) -> None:
     """--partition (all, train or holdout cases) and --split, as every case-selecting stage takes them."""
-    from metrobench.partition import SELECTIONS
+    from metrobench.data.partition import SELECTIONS
 
     p.add_argument("--partition", default="all", choices=SELECTIONS, help=help)
     p.add_argument("--split", help=SPLIT_HELP)
@@ -106,7 +106,7 @@ def load_study_config(paths: list[str] | None) -> dict:
 
 def _study_model(args: argparse.Namespace, overrides: dict[str, Any]) -> ModelConfig:
     """A model's config from the study config's ``models`` (or ``student_serving`` with --gguf)."""
-    from metrobench.runner.config import study_model_config
+    from metrobench.agents.runner.config import study_model_config
 
     study = load_study_config(args.config)
     name = args.model
@@ -129,7 +129,7 @@ def _with_gguf(cfg: ModelConfig, gguf: str | None) -> ModelConfig:
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
     """The run's model config: from --config's ``models``, else --model-config, else the flags alone."""
-    from metrobench.runner.config import load_model_config, parse_model_config
+    from metrobench.agents.runner.config import load_model_config, parse_model_config
 
     overrides = {"name": args.model, "provider": args.provider, "base_url": args.base_url,
                  "api_key_env": args.api_key_env, "temperature": args.temperature,
@@ -153,10 +153,10 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
 def _run_selection(args: argparse.Namespace, bench: Benchmark) -> tuple[Selection, list[Case]]:
     """The cases a run covers: --partition/--split, then --sample, --cases and --limit, in that order.
 
-    Returned with the :class:`~metrobench.selection.Selection` the run records.
+    Returned with the :class:`~metrobench.transcripts.selection.Selection` the run records.
     """
-    from metrobench.partition import load_split
-    from metrobench.selection import Selection, split_digest
+    from metrobench.data.partition import load_split
+    from metrobench.transcripts.selection import Selection, split_digest
 
     partitions = load_split(bench, args.split)
     wanted = tuple(c.strip() for c in args.cases.split(",") if c.strip()) if getattr(args, "cases", None) else None

@@ -74,7 +74,7 @@ def _add_partition(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    from metrobench.partition import PAPER_FRAC, PAPER_SEED, committed_split, partition_benchmark, write_partition
+    from metrobench.data.partition import PAPER_FRAC, PAPER_SEED, committed_split, partition_benchmark, write_partition
 
     bench = _verified_bench(args)
     document = partition_benchmark(bench, seed=args.seed, frac=args.frac)

@@ -25,7 +25,7 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def _write_and_show(frame: pandas.DataFrame, out: Path) -> int:
     """Write a table (CSV and Markdown beside it) and print it."""
-    from metrobench.tables import write_table
+    from metrobench.paper.tables import write_table
 
     write_table(frame, out)
     print(frame.to_string(index=False))
@@ -42,7 +42,7 @@ def _add_tables(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from metrobench.report import build_tables
+    from metrobench.paper.report import build_tables
 
     config = load_study_config(args.config)
     written, skipped = build_tables(Path(args.scores), config or {}, Path(args.out), only=args.only)
@@ -68,7 +68,7 @@ def _add_stats(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_stats_bootstrap(args: argparse.Namespace) -> int:
     from metrobench.scoring.store import read_scores
     from metrobench.stats.cases import load_case_scores
-    from metrobench.tables import table9
+    from metrobench.paper.tables import table9
 
     cases = load_case_scores(read_scores(Path(args.scores)))
     config = {"stats": {"n_resamples": args.n_resamples, "seed": args.seed}}
@@ -85,7 +85,7 @@ def _add_errata_table(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_errata_table(args: argparse.Namespace) -> int:
-    from metrobench.report import errata_table
+    from metrobench.paper.report import errata_table
 
     return _write_and_show(errata_table(_bench(args), Path(args.runs), args.model), Path(args.out))
 

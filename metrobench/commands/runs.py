@@ -3,7 +3,7 @@
 Contract: both append to the ``--out`` transcript and resume it (``--restart``
 discards it first); the model's settings come from :func:`_model_config`
 (study config, model config or flags) and the cases from :func:`_run_selection`,
-recorded in every record (:mod:`metrobench.selection`) for ``score`` to read.
+recorded in every record (:mod:`metrobench.transcripts.selection`) for ``score`` to read.
 ``bench`` takes the transcript's lock before it starts the server.
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from metrobench.commands.common import Subparsers, _add_run_options, _bench, _model_config, _run_selection
 
 if TYPE_CHECKING:
-    from metrobench.runner.run import RunSummary
+    from metrobench.agents.runner.run import RunSummary
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -36,7 +36,7 @@ def _report(summary: RunSummary) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from metrobench.runner.run import run_model
+    from metrobench.agents.runner.run import run_model
     from metrobench.scoring.names import check_name
 
     bench = _bench(args)
@@ -49,10 +49,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from metrobench.runner.run import run_model
+    from metrobench.agents.runner.run import run_model
     from metrobench.scoring.names import check_name
-    from metrobench.serving import serve_model
-    from metrobench.transcript import transcript_lock
+    from metrobench.agents.serving import serve_model
+    from metrobench.transcripts.records import transcript_lock
 
     bench = _bench(args)
     cfg = _model_config(args)

@@ -45,7 +45,7 @@ def _add_score(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_score(args: argparse.Namespace) -> int:
     from metrobench.scoring.errata import parse_errata
     from metrobench.scoring.judge import make_judge
-    from metrobench.partition import load_split
+    from metrobench.data.partition import load_split
     from metrobench.scoring.runs import score_run_file
 
     bench = _verified_bench(args)

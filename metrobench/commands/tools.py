@@ -29,7 +29,7 @@ def _add_tool(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_tool(args: argparse.Namespace) -> int:
-    from metrobench.replay import replay_file
+    from metrobench.kiosk.replay import replay_file
 
     bench = _bench(args)
     path = Path(args.calls)
@@ -51,7 +51,7 @@ def _add_serve_tools(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_serve_tools(args: argparse.Namespace) -> int:
-    from metrobench.server import serve
+    from metrobench.kiosk.server import serve
 
     serve(_bench(args), args.system, args.port, host=args.host)
     return 0

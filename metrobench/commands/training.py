@@ -39,8 +39,8 @@ def _add_trainset(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_trainset(args: argparse.Namespace) -> int:
-    from metrobench.partition import load_split
-    from metrobench.prompts import TOOLS
+    from metrobench.data.partition import load_split
+    from metrobench.agents.prompts import TOOLS
     from metrobench.training.trainset import build_trainset, composition, tier1_by_model, write_trainset
 
     bench = _bench(args)

@@ -7,7 +7,7 @@ A ``set_disruptions`` line, with the reference endpoint's body
 (``{"case_id"?, "system"?, "disruptions": [...]}``), sets a session's
 disruptions explicitly. Each output line is ``{"tool", "args", "status", "body"}``.
 
-What a case id means is :mod:`metrobench.sessions`' rule, shared with the HTTP
+What a case id means is :mod:`metrobench.kiosk.sessions`' rule, shared with the HTTP
 tool server: as in the reference tool server any ``case_id`` is accepted, and
 one that names no benchmark case is a session with no case context (the default
 system, no disruptions, no current time), which ``set_disruptions`` can fill.
@@ -22,8 +22,8 @@ from typing import Any
 from metrobench.data.loader import Benchmark
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, read_utf8
-from metrobench.sessions import DEFAULT_SESSION, SessionStore
-from metrobench.tools import call_tool
+from metrobench.kiosk.sessions import DEFAULT_SESSION, SessionStore
+from metrobench.kiosk.tools import call_tool
 
 
 class Replayer:

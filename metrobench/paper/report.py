@@ -7,15 +7,15 @@ from typing import Any
 
 import pandas as pd
 
-from metrobench import figures
-from metrobench import tables as T
+from metrobench.paper import figures
+from metrobench.paper import tables as T
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
 from metrobench.scoring.errata import ERRATA
 from metrobench.scoring.metrics import headline
 from metrobench.scoring.scorer import Scorer
-from metrobench.partition import load_split
-from metrobench.transcript import read_run
+from metrobench.data.partition import load_split
+from metrobench.transcripts.records import read_run
 
 
 def build_tables(scores: Path, config: dict[str, Any], out: Path,

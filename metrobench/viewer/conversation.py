@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from metrobench.transcript import CaseRecord
+from metrobench.transcripts.records import CaseRecord
 from metrobench.viewer.html import esc, pretty
 
 SUBMIT = "submit_assistant_state"

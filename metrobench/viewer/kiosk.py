@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from metrobench.contract import BANNER_SEVERITIES
-from metrobench.transcript import CaseRecord
+from metrobench.kiosk.contract import BANNER_SEVERITIES
+from metrobench.transcripts.records import CaseRecord
 from metrobench.viewer.html import esc, pretty
 
 #: What the kiosk's button says for each action.

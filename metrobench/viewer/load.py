@@ -19,7 +19,7 @@ from typing import Any
 
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
-from metrobench.transcript import CaseRecord, read_run
+from metrobench.transcripts.records import CaseRecord, read_run
 
 #: Partition selections of the viewer (``full`` = every scored case).
 PARTITIONS = ("full", "holdout", "train")
@@ -135,7 +135,7 @@ def attach_records(views: list[CaseView], runs: Path) -> int:
 def rebuild_conversations(views: list[CaseView], data: str | Path | None) -> None:
     """Case titles, and system prompt + user turns for records without messages (data permitting)."""
     from metrobench.data import Benchmark
-    from metrobench.prompts import system_prompt, user_turns
+    from metrobench.agents.prompts import system_prompt, user_turns
 
     bench = Benchmark.open(data)
     systems: dict[str, Any] = {}

@@ -31,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from metrobench.errors import MetrobenchError
 from metrobench.retry import backoff_delay, retry_after
-from metrobench.runner.config import ModelConfig
+from metrobench.agents.runner.config import ModelConfig
 
 
 class EndpointError(Exception):

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from metrobench.data.loader import read_yaml
 from metrobench.errors import MetrobenchError
-from metrobench.prompts import PROMPT_VERSION
-from metrobench.runner.tool_parsing import ToolParser
+from metrobench.agents.prompts import PROMPT_VERSION
+from metrobench.agents.runner.tool_parsing import ToolParser
 
 Provider = Literal["llama_cpp", "openai", "azure", "azure_responses", "mistral"]
 

@@ -15,7 +15,7 @@ the conversation carries that call on with ``{}`` as its arguments
 (:func:`replayable`), since template-rendering servers refuse invalid JSON there.
 A reply whose calls are written as ``<tool_call>`` blocks in its text is taken
 as calling those tools, per the model config's ``tool_parser``
-(:mod:`metrobench.runner.tool_parsing`); a block that cannot be read is fed
+(:mod:`metrobench.agents.runner.tool_parsing`); a block that cannot be read is fed
 back as a tool error. Such calls are marked ``"parsed_from_text": true`` in
 ``tool_calls_made``, and the reply's verbatim text is kept in
 ``meta["text_tool_replies"]`` (the conversation holds the prose and the calls,
@@ -30,12 +30,12 @@ from typing import Any
 
 from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
-from metrobench.prompts import TOOLS, system_prompt, user_turns
-from metrobench.runner.client import ChatClient, EndpointError
-from metrobench.runner.tool_parsing import TextCall, ToolParser, apply_tool_parser
-from metrobench.tools.dispatch import call_tool
-from metrobench.tools.session import ToolSession
-from metrobench.transcript import CaseRecord
+from metrobench.agents.prompts import TOOLS, system_prompt, user_turns
+from metrobench.agents.runner.client import ChatClient, EndpointError
+from metrobench.agents.runner.tool_parsing import TextCall, ToolParser, apply_tool_parser
+from metrobench.kiosk.tools.dispatch import call_tool
+from metrobench.kiosk.tools.session import ToolSession
+from metrobench.transcripts.records import CaseRecord
 
 SUBMIT = "submit_assistant_state"
 

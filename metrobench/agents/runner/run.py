@@ -7,7 +7,7 @@ retries, time-outs, a dead server): those are redone. Every record carries
 the model-config fingerprint and its case's hash; a rerun under a different
 configuration, against a changed case or for another system refuses to mix
 them unless told to start over. The whole run, resume check included, holds
-the transcript's lock (:func:`~metrobench.transcript.transcript_lock`): a
+the transcript's lock (:func:`~metrobench.transcripts.records.transcript_lock`): a
 second run on the same file refuses instead of doubling or losing cases.
 """
 
@@ -26,11 +26,11 @@ from metrobench.data.loader import SystemData
 from metrobench.data.root import SYSTEM_BY_PREFIX
 from metrobench.data.models import Case
 from metrobench.errors import MetrobenchError
-from metrobench.runner.client import ChatClient
-from metrobench.runner.config import ModelConfig
-from metrobench.runner.loop import run_case
-from metrobench.selection import Selection
-from metrobench.transcript import (CaseRecord, TranscriptWriter, iter_transcript, transcript_lock,
+from metrobench.agents.runner.client import ChatClient
+from metrobench.agents.runner.config import ModelConfig
+from metrobench.agents.runner.loop import run_case
+from metrobench.transcripts.selection import Selection
+from metrobench.transcripts.records import (CaseRecord, TranscriptWriter, iter_transcript, transcript_lock,
                                   write_transcript)
 
 

@@ -27,9 +27,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from metrobench.contract import TerminalState
-from metrobench.tools import functions
-from metrobench.tools.schemas import (
+from metrobench.kiosk.contract import TerminalState
+from metrobench.kiosk.tools import functions
+from metrobench.kiosk.tools.schemas import (
     DisruptionFeedRequest,
     FareCalculatorRequest,
     KnowledgeBaseRequest,
@@ -37,7 +37,7 @@ from metrobench.tools.schemas import (
     RoutePlannerRequest,
     StationInfoRequest,
 )
-from metrobench.tools.session import ToolSession
+from metrobench.kiosk.tools.session import ToolSession
 
 #: Tool name -> (request model, implementation).
 TOOLS: dict[str, tuple[type[BaseModel], Callable[[ToolSession, Any], dict[str, Any]]]] = {

@@ -15,16 +15,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from metrobench.contract import (
+from metrobench.kiosk.contract import (
     ContractViolation,
     StopNotHashable,
     TerminalState,
     accepted_body,
     check_terminal_state,
 )
-from metrobench.fares import FareError
-from metrobench.network import RoutingError
-from metrobench.tools.schemas import (
+from metrobench.kiosk.fares import FareError
+from metrobench.kiosk.network import RoutingError
+from metrobench.kiosk.tools.schemas import (
     VALID_QUERY_TYPES,
     DisruptionEntry,
     DisruptionFeedRequest,
@@ -42,7 +42,7 @@ from metrobench.tools.schemas import (
     StationInfoRequest,
     StopInfo,
 )
-from metrobench.tools.session import ToolSession
+from metrobench.kiosk.tools.session import ToolSession
 
 INTERNAL_SERVER_ERROR = "Internal Server Error"
 

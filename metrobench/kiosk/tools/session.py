@@ -17,8 +17,8 @@ from typing import Any
 
 from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
-from metrobench.fares import FareEngine
-from metrobench.network import MetroNetwork, network_for
+from metrobench.kiosk.fares import FareEngine
+from metrobench.kiosk.network import MetroNetwork, network_for
 
 
 def normalise_disruptions(disruptions: list[Any]) -> list[Any]:
