@@ -362,12 +362,13 @@ def test_parquet_write_fsyncs_and_removes_its_temporary_file(bench, tmp_path, mo
 
     import pyarrow.parquet as pq
 
+    from metrobench import atomic
     from metrobench.scoring import store
 
     scores = _scores(bench)
     synced = []
     real_fsync = os.fsync
-    monkeypatch.setattr(store.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
     path = store.write_scores(tmp_path, "m", "marta", scores, {})
     assert len(synced) >= 2  # the file, then its folder
     first = path.read_bytes()

@@ -135,8 +135,11 @@ def test_holdout_run_scored_against_all_cases_reports_both_numbers(tmp_path, roo
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
                  "--out", str(run)]) == 0
     assert len(run.read_text().splitlines()) == 39
-    assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "s")]) == 0
-    assert "117 missing (scored as failures)" in capsys.readouterr().out
+    assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "s"),
+                 "--partition", "all"]) == 0
+    captured = capsys.readouterr()
+    assert "117 missing (scored as failures)" in captured.out
+    assert "the run covers partition holdout; scoring it as --partition all" in captured.err
     assert main(["summary", "--scores", str(tmp_path / "s"), "--partition", "full"]) == 0
     out = capsys.readouterr().out
     assert "117 cases are missing from the run" in out

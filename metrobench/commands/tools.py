@@ -22,9 +22,10 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def _add_tool(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tool", help="replay tool calls from a JSONL file, one JSON answer per line")
+    p.add_argument("calls", metavar="CALLS.jsonl",
+                   help='one call per line: {"tool": NAME, "args": {...}, "case_id": ID (optional)}')
     _add_data(p)
     p.add_argument("--system", required=True)
-    p.add_argument("calls", metavar="CALLS.jsonl")
     p.set_defaults(func=cmd_tool)
 
 

@@ -137,7 +137,7 @@ def cmd_fetch_model(args: argparse.Namespace) -> int:
 
 def _add_merge(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("merge", help="merge an adapter into the 16-bit base weights")
-    p.add_argument("--recipe", required=True)
+    p.add_argument("--recipe", required=True, help="the student's recipe (it names the base model)")
     p.add_argument("--adapter", required=True)
     p.add_argument("--out", required=True, help="merged model folder (safetensors)")
     p.add_argument("--revision", help="the base's pinned hub revision")

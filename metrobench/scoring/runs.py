@@ -22,7 +22,7 @@ from metrobench.scoring.judge import Judge
 from metrobench.scoring.scorer import CaseScore, Scorer
 from metrobench.scoring.names import check_name
 from metrobench.scoring.store import write_scores
-from metrobench.transcripts.selection import check_agrees, recorded_selection, split_digest
+from metrobench.transcripts.selection import overridden, recorded_selection, split_digest
 from metrobench.transcripts.records import MISSING, Run, read_run
 
 def record_systems(run: Run) -> Counter:
@@ -59,13 +59,14 @@ def _cases_of(bench: Benchmark, run: Run, system: str, selection: str | None, sa
               partitions: dict[str, str]) -> list[Case]:
     """The cases a run should hold: its recorded selection, else the flags'."""
     recorded = recorded_selection(run)
-    if recorded is None:
-        cases = select_cases(bench, system, selection or "all", partitions)
-        return sample_cases(cases, sample, system) if sample else cases
-    if recorded.system != system:
+    if recorded is not None and recorded.system != system:
         raise MetrobenchError(f"{run.path}: the run's cases were chosen from {recorded.system}, not {system}")
-    check_agrees(recorded, selection, sample, split_digest(partitions), str(run.path))
-    return recorded.resolve(bench, partitions)
+    if recorded is not None and not overridden(recorded, selection, sample, split_digest(partitions),
+                                               str(run.path)):
+        return recorded.resolve(bench, partitions)
+    cases = select_cases(bench, system, selection or (recorded.partition if recorded else "all"), partitions)
+    sample = sample if sample is not None else (recorded.sample if recorded else None)
+    return sample_cases(cases, sample, system) if sample else cases
 
 
 @dataclass

@@ -7,8 +7,9 @@ A run's cases follow from its system, its partition (``all``, ``train`` or
 (``meta.selection``, with the split as a digest of its case -> partition map),
 and ``score`` takes the cases from there: a case the run should hold but does
 not is scored as a failure, and a case outside the selection is never mixed in.
-A score whose own ``--partition``/``--sample`` or ``--split`` disagree with the
-run's is refused, naming both. Runs without the record (reference result
+An explicit ``--partition``/``--sample`` that names other cases wins with a
+warning (a held-out run scored against all cases); a ``--split`` other than the
+run's is refused, naming both digests. Runs without the record (reference result
 files, transcripts from before it) are scored by the flags as before.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -87,14 +89,24 @@ def recorded_selection(run: Run) -> Selection | None:
     return Selection.from_meta(json.loads(found.pop()), str(run.path))
 
 
-def check_agrees(recorded: Selection, partition: str | None, sample: int | None, split: str, where: str) -> None:
-    """Refuse a score whose flags name other cases than the run was made for."""
-    if partition is not None and partition != recorded.partition:
-        raise MetrobenchError(f"{where}: the run covers partition {recorded.partition}, "
-                              f"but --partition {partition} was given")
-    if sample is not None and sample != recorded.sample:
-        raise MetrobenchError(f"{where}: the run covers a sample of {recorded.sample or 'all'} cases, "
-                              f"but --sample {sample} was given")
+def overridden(recorded: Selection, partition: str | None, sample: int | None, split: str,
+               where: str) -> bool:
+    """Whether explicit ``--partition``/``--sample`` name other cases than the run was made for.
+
+    They then win, with a warning: scoring a held-out run against all cases is a
+    deliberate choice (the cases it lacks score as failures, and the summary says
+    how many). A different split is an error: the run's partition labels would be wrong.
+    """
     if recorded.split != split:
         raise MetrobenchError(f"{where}: the run's cases were chosen under another split (digest "
-                              f"{recorded.split}) than --split gives ({split})")
+                              f"{recorded.split}) than --split gives ({split}); score it with the run's split")
+    differs = []
+    if partition is not None and partition != recorded.partition:
+        differs.append(f"--partition {partition}")
+    if sample is not None and sample != recorded.sample:
+        differs.append(f"--sample {sample}")
+    if differs:
+        print(f"metrobench: warning: {where}: the run covers partition {recorded.partition}"
+              f"{f', a sample of {recorded.sample}' if recorded.sample else ''}; scoring it as "
+              f"{' '.join(differs)} (cases it lacks score as failures)", file=sys.stderr)
+    return bool(differs)
