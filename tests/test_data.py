@@ -134,3 +134,18 @@ def test_cli_module_entry_point(root):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "955 cases of 6 systems validate" in proc.stdout
+
+
+def test_libyaml_and_pure_python_yaml_read_every_benchmark_file_alike(root):
+    """read_yaml uses libyaml's parser where PyYAML has it (start-up speed); the values must not change."""
+    import yaml
+
+    from metrobench.data.loader import _SAFE_LOADER
+
+    assert _SAFE_LOADER is getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    files = sorted(root.rglob("*.yaml"))
+    assert len(files) >= 12
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        fast, slow = yaml.load(text, Loader=_SAFE_LOADER), yaml.load(text, Loader=yaml.SafeLoader)
+        assert fast == slow and repr(fast) == repr(slow), path
