@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 
 import pandas as pd
@@ -144,3 +145,20 @@ def test_holdout_run_scored_against_all_cases_reports_both_numbers(tmp_path, roo
     out = capsys.readouterr().out
     assert "117 cases are missing from the run" in out
     assert "dropping them as the reference did gives Tier 1 85.60" in out
+
+
+def test_several_systems_in_one_process_write_one_transcript_each(tmp_path, root, capsys):
+    one = tmp_path / "one"
+    assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
+                 "--out", str(one / "doha.jsonl"), "--no-verify"]) == 0
+    both = tmp_path / "both"
+    assert main(["rule-agent", "--data", str(root), "--system", "doha", "--system", "cta", "--partition",
+                 "holdout", "--out", str(both / "{system}.jsonl"), "--no-verify"]) == 0
+    assert sorted(p.name for p in both.iterdir()) == ["cta.jsonl", "doha.jsonl"]
+    assert (both / "doha.jsonl").read_bytes() == (one / "doha.jsonl").read_bytes()
+    cta = [json.loads(line) for line in (both / "cta.jsonl").read_text().splitlines()]
+    assert {r["system"] for r in cta} == {"cta"} and {r["meta"]["selection"]["system"] for r in cta} == {"cta"}
+    capsys.readouterr()
+    assert main(["rule-agent", "--data", str(root), "--system", "doha", "--system", "cta",
+                 "--out", str(tmp_path / "x.jsonl"), "--no-verify"]) == 2
+    assert "with several --system, the path must hold {system}" in capsys.readouterr().err
