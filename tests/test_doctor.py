@@ -83,6 +83,7 @@ def test_no_llama_server_fails_only_when_the_study_serves_models(monkeypatch, tm
     assert doctor.check_llama_server(doctor.StudyNeeds()).status == "warn"
 
 
+@pytest.mark.slow
 def test_doctor_exits_1_and_says_why_when_the_judge_key_is_missing(monkeypatch, tmp_path, root, capsys):
     config = tmp_path / "study.yaml"
     config.write_text("scoring: {judge: anthropic}\n")

@@ -137,6 +137,7 @@ def _locked(path) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_a_second_run_on_a_transcript_being_written_refuses_with_one_line(root, tmp_path, capsys):
     import subprocess
     import sys

@@ -69,6 +69,7 @@ def test_shared_track_resolves_to_published_realisation(bench, system, origin, d
     assert {stop["line"] for stop in route.stops} == {line}
 
 
+@pytest.mark.slow
 def test_line_choice_does_not_depend_on_hash_seed(root):
     script = (
         "import json,sys\n"

@@ -31,6 +31,6 @@ def test_a_unified_kv_cache_is_asked_of_the_vendored_llama_server(tmp_path):
         pytest.skip(str(exc))
     cmd = command(ServerConfig(tmp_path / "m.gguf", binary=str(binary), parallel=2, kv_unified=True), 8123)
     assert "--kv-unified" in cmd
-    assert "--kv-unified" not in command(ServerConfig(tmp_path / "m.gguf", binary=str(binary)), 8123)
+    assert "--kv-unified" not in command(ServerConfig(tmp_path / "m.gguf", binary=str(binary), kv_unified=False), 8123)
     help_text = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
     assert "--kv-unified" in help_text.stdout + help_text.stderr

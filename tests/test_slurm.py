@@ -38,6 +38,7 @@ def small_workflow(tmp: Path, root: Path) -> Path:
     return cwd
 
 
+@pytest.mark.slow
 def test_slurm_plan_has_no_gpu_cap_and_leaves_partitions_to_the_gpu_resource(tmp_path):
     cwd = workflow_copy(tmp_path)
     code = ("from snakemake.cli import parse_args\n"

@@ -34,6 +34,10 @@ def needs(*modules: str) -> None:
         pytest.importorskip(module)
 
 
+# Training needs torch, transformers and peft and takes minutes on a CPU: `-m "not slow"` skips it all.
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     """A private model cache for the module (converted bases, the llama.cpp converter)."""
@@ -216,7 +220,6 @@ def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, 
         llm.close()
 
 
-@pytest.mark.slow
 def test_smollm2_lora_steps_lower_the_loss(cache, rule_runs, tmp_path):
     from metrobench.training.recipe import Recipe
     from metrobench.training.train import train
@@ -275,7 +278,6 @@ def test_qwen3_5_mtp_config_converts_to_a_gguf_that_generates(cache, tmp_path, m
     assert not (tmp_path / "broken-Q4_K_M.gguf").exists()
 
 
-@pytest.mark.slow
 def test_qwen3_5_train_merge_gguf_q4_serves_and_parses_tool_calls(cache, rule_runs, tmp_path):
     """The students' architecture end to end: train -> merge -> GGUF -> Q4_K_M -> llama-server -> answers."""
     import httpx

@@ -42,6 +42,7 @@ def job_counts(output: str) -> dict[str, int]:
             if m.group(1) != "total"}
 
 
+@pytest.mark.slow
 def test_lint_and_snakefmt():
     lint = snakemake(REPO, "--lint")
     assert lint.returncode == 0 and "Congratulations" in lint.stdout + lint.stderr, lint.stdout + lint.stderr
@@ -50,6 +51,7 @@ def test_lint_and_snakefmt():
     assert fmt.returncode == 0, fmt.stderr
 
 
+@pytest.mark.slow
 def test_paper_plan_for_table4(tmp_path):
     cwd = workflow_copy(tmp_path)
     plan = snakemake(cwd, "-n", "results/table4.csv")
@@ -68,6 +70,7 @@ def test_paper_plan_for_table4(tmp_path):
     assert all(f"--recipe peft/recipes/{size}.yaml" in trainset for size in ("2b", "4b", "9b", "27b"))
 
 
+@pytest.mark.slow
 def test_config_overrides_reach_the_tables(tmp_path):
     """`snakemake --config ...` changes what `metrobench tables` reads; an override reruns only the paper layer."""
     cwd = workflow_copy(tmp_path)
@@ -97,6 +100,7 @@ def test_config_overrides_reach_the_tables(tmp_path):
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
+@pytest.mark.slow
 def test_table4_plan_fetches_pinned_models_and_needs_no_judge(tmp_path):
     """Table 4 is Tier 1 only (no judge, no key); pinned GGUFs and student bases are planned as downloads."""
     cwd = workflow_copy(tmp_path)
@@ -135,6 +139,7 @@ def _bench_resources(cwd: Path, model: str) -> str:
     return next(ln for ln in out.split("rule bench_model", 1)[1].splitlines() if "resources:" in ln)
 
 
+@pytest.mark.slow
 def test_gpu_only_for_local_models_and_merge_memory(tmp_path):
     cwd = workflow_copy(tmp_path)
     assert "gpu=0" in _bench_resources(cwd, "mistral-small-2603")   # a hosted API: never serialised
@@ -158,6 +163,7 @@ def small_run(tmp_path_factory, root) -> Path:
     return cwd
 
 
+@pytest.mark.slow
 def test_small_real_run_builds_tables_and_figures(small_run):
     cwd = small_run
     table2 = pd.read_csv(cwd / "results" / "table2.csv")
@@ -180,6 +186,7 @@ def test_small_real_run_builds_tables_and_figures(small_run):
     assert "partition" not in counts and "verify_data" not in counts
 
 
+@pytest.mark.slow
 def test_report_holds_every_table_and_figure_and_the_viewer_builds(small_run):
     cwd = small_run
     made = sorted(p.name for p in (cwd / "results").iterdir() if p.suffix in (".csv", ".md", ".png"))
