@@ -34,8 +34,9 @@ include: "workflow/rules/stats.smk"
 rule all:
     input:
         "results/partition.json",
-        "results/summary/rule-agent.txt",
+        layout.summary_path("rule-agent"),
         expand(
-            "results/summary/{model}.txt", model=config.get("bench", {}).get("run", [])
+            layout.summary_path("{model}"),
+            model=config.get("bench", {}).get("run", []),
         ),
         config.get("report", {}).get("targets", []),

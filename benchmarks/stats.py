@@ -24,6 +24,7 @@ from metrobench.scoring.scorer import CaseScore, ComponentScore, applicable
 from metrobench.scoring.store import read_scores, write_scores
 from metrobench.stats.cases import load_case_scores
 from metrobench.paper.tables import category_matrix, table9, table10
+from metrobench.study import StudyConfig
 
 
 def main() -> None:
@@ -48,8 +49,9 @@ def main() -> None:
                     rows += len(comps)
                     scores.append(CaseScore(case.id, case.category, comps))
                 write_scores(Path(tmp), model, system, scores, split)
-        config = {"stats": {"n_resamples": 5000, "seed": 42, "bootstrap_models": models,
-                            "comparisons": [[models[i], models[i + 1]] for i in range(4)]}}
+        config = StudyConfig.model_validate({"stats": {
+            "n_resamples": 5000, "seed": 42, "bootstrap_models": models,
+            "comparisons": [[models[i], models[i + 1]] for i in range(4)]}})
         start = time.perf_counter()
         table = read_scores(Path(tmp))
         read = time.perf_counter()
@@ -58,7 +60,7 @@ def main() -> None:
         t9 = [table9(cases, config, p) for p in ("full", "holdout")]
         booted = time.perf_counter()
         t10 = table10(cases, config)
-        cats = category_matrix(cases, {"stats": {"category_models": models}})
+        cats = category_matrix(cases, StudyConfig.model_validate({"stats": {"category_models": models}}))
         end = time.perf_counter()
     print(f"{len(models)} models, {table.num_rows:,} component rows ({rows:,} written), "
           f"{len(cases.case_id):,} model-cases")

@@ -21,6 +21,7 @@ from metrobench.scoring.store import SCHEMA
 from metrobench.stats.bootstrap import percentile_index
 from metrobench.stats.cases import Cases, load_case_scores
 from metrobench.paper.tables import Skip, table2, table3, table4, table8, table9, table10
+from metrobench.study import StudyConfig
 
 HOLDOUT = ("MARTA-A-001", "MARTA-B-001", "BART-A-001", "BART-C-001")
 TRAIN = "MARTA-C-001"
@@ -56,15 +57,20 @@ def cases() -> Cases:
     return load_case_scores(synthetic_table())
 
 
-STUDENTS = {"small": {"base_model": "m2", "seeds": [42, 43]}}
+def study(**sections) -> StudyConfig:
+    """A study config of these sections, the others at their defaults."""
+    return StudyConfig.model_validate(sections)
+
+
+STUDENTS = {"small": {"base_model": "m2", "recipe": "small.yaml", "seeds": [42, 43]}}
 
 
 def test_table2_ranks_at_the_termination_threshold_and_averages_seed_groups(cases):
-    config = {"leaderboard": [{"model": "small-peft", "label": "Small + PEFT"},
-                              {"model": "m2", "label": "M2", "licence": "Apache-2.0", "vendor": "V2"},
-                              {"model": "m1", "label": "M1", "licence": "proprietary", "vendor": "V1"},
-                              {"model": "ghost"}],
-              "students": STUDENTS, "termination": {"min_normal_endings": 0.8}}
+    config = study(leaderboard=[{"model": "small-peft", "label": "Small + PEFT"},
+                                {"model": "m2", "label": "M2", "licence": "Apache-2.0", "vendor": "V2"},
+                                {"model": "m1", "label": "M1", "licence": "proprietary", "vendor": "V1"},
+                                {"model": "ghost"}],
+                   students=STUDENTS, termination={"min_normal_endings": 0.8})
     expected = pd.DataFrame({
         "rank": pd.array([1, 2, None], dtype="Int64"),
         "model": ["M1", "M2", "Small + PEFT"], "licence": ["proprietary", "Apache-2.0", ""],
@@ -82,27 +88,27 @@ def test_table2_ranks_at_the_termination_threshold_and_averages_seed_groups(case
 
 
 def test_table2_breaks_composite_ties_by_tier1_and_skips_without_scores(cases):
-    config = {"leaderboard": [{"model": "small-peft-s42"}, {"model": "tiny-peft-s42"}, {"model": "m2"}]}
+    config = study(leaderboard=[{"model": "small-peft-s42"}, {"model": "tiny-peft-s42"}, {"model": "m2"}])
     frame = table2(cases, config)
     assert frame[["rank", "model", "composite", "tier1"]].values.tolist() == [
         [1, "m2", 50.0, 100.0], [2, "tiny-peft-s42", 50.0, 80.0], [3, "small-peft-s42", 32.5, 65.0]]
     with pytest.raises(Skip, match="table2: no scores for ghost"):
-        table2(cases, {"leaderboard": [{"model": "ghost"}]})
+        table2(cases, study(leaderboard=[{"model": "ghost"}]))
     with pytest.raises(Skip, match="no leaderboard"):
-        table2(cases, {})
+        table2(cases, study())
 
 
 def test_table3_is_the_sensitivity_grid_in_config_order(cases):
-    config = {"sensitivity": [{"row": "greedy", "column": "4B", "model": "m1"},
-                              {"row": "greedy", "column": "9B", "model": "m2"},
-                              {"row": "sampled", "column": "4B", "model": "small-peft-s42"}]}
+    config = study(sensitivity=[{"row": "greedy", "column": "4B", "model": "m1"},
+                                {"row": "greedy", "column": "9B", "model": "m2"},
+                                {"row": "sampled", "column": "4B", "model": "small-peft-s42"}])
     expected = pd.DataFrame({"setting": ["greedy", "sampled"], "4B": [75.0, 65.0], "9B": [100.0, np.nan]})
     expected.columns.name = "column"
     pd.testing.assert_frame_equal(table3(cases, config), expected)
     with pytest.raises(Skip, match="table3: no scores for ghost"):
-        table3(cases, {"sensitivity": [{"row": "greedy", "column": "4B", "model": "ghost"}]})
+        table3(cases, study(sensitivity=[{"row": "greedy", "column": "4B", "model": "ghost"}]))
     with pytest.raises(Skip, match="no serving variants"):
-        table3(cases, {})
+        table3(cases, study())
 
 
 def _write_json(path: Path, value: dict) -> None:
@@ -121,7 +127,7 @@ def results(tmp_path: Path) -> Path:
     return tmp_path
 
 
-SWEEP = {"small": {"base_model": "m2", "seeds": [42, 43]}, "tiny": {"base_model": "m1", "seeds": [42]}}
+SWEEP = {"small": STUDENTS["small"], "tiny": {"base_model": "m1", "recipe": "tiny.yaml", "seeds": [42]}}
 
 
 def test_table4_is_the_peft_sweep_with_deltas_spread_and_sizes(cases, results):
@@ -133,16 +139,16 @@ def test_table4_is_the_peft_sweep_with_deltas_spread_and_sizes(cases, results):
         {"size": "tiny", "base_tier1": 75.0, "s42": 80.0, "s43": None, "mean": 80.0, "delta": 5.0,
          "seed_spread": 0.0, "delta_full": 12.5, "q4_k_m_gguf_bytes": None},
     ])
-    frame = table4(cases, {"students": SWEEP}, results)
+    frame = table4(cases, study(students=SWEEP), results)
     pd.testing.assert_frame_equal(frame, expected)
     with pytest.raises(Skip, match="table4: no scores for big-peft-s42"):
-        table4(cases, {"students": {**SWEEP, "big": {"base_model": "m1", "seeds": [42]}}}, results)
+        table4(cases, study(students={**SWEEP, "big": {**SWEEP["tiny"], "seeds": [42]}}), results)
 
 
 def test_figure5_plots_each_sizes_gain_against_its_base(cases, results, monkeypatch):
     drawn = []
     monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.append(fig))
-    figures.figure5(table4(cases, {"students": SWEEP}, results), results / "figure5.png")
+    figures.figure5(table4(cases, study(students=SWEEP), results), results / "figure5.png")
     [ax] = drawn[0].axes
     [points] = ax.collections
     assert points.get_offsets().tolist() == [[100.0, -25.0], [75.0, 5.0]]
@@ -154,14 +160,14 @@ def test_figure5_plots_each_sizes_gain_against_its_base(cases, results, monkeypa
 def test_table8_is_the_training_cost_per_size(results):
     expected = pd.DataFrame([{"size": "small", "max_seq": 2048, "minutes_per_seed": 12.5,
                               "adapter_bytes": 150, "q4_k_m_gguf_bytes": 1000, "seeds": 2}])
-    pd.testing.assert_frame_equal(table8({"students": SWEEP}, results), expected)  # tiny: not trained
+    pd.testing.assert_frame_equal(table8(study(students=SWEEP), results), expected)  # tiny: not trained
     (results / "peft" / "small" / "seed43" / "adapter" / "train_metrics.json").unlink()
-    assert table8({"students": SWEEP}, results)[["minutes_per_seed", "adapter_bytes", "seeds"]].values.tolist() \
+    assert table8(study(students=SWEEP), results)[["minutes_per_seed", "adapter_bytes", "seeds"]].values.tolist() \
         == [[10.0, 100, 1]]
     with pytest.raises(Skip, match=r"table8: no training metrics \(tiny/seed42\)"):
-        table8({"students": {"tiny": SWEEP["tiny"]}}, results)
+        table8(study(students={"tiny": SWEEP["tiny"]}), results)
     with pytest.raises(Skip, match=r"no students"):
-        table8({}, results)
+        table8(study(), results)
 
 
 STATS = {"n_resamples": 1000, "seed": 42, "bootstrap_models": ["m1", "small-peft"],
@@ -169,7 +175,7 @@ STATS = {"n_resamples": 1000, "seed": 42, "bootstrap_models": ["m1", "small-peft
 
 
 def test_table9_intervals_are_pinned_and_the_estimates_computed_by_hand(cases):
-    frame = table9(cases, {"students": STUDENTS, "stats": STATS}, "holdout")
+    frame = table9(cases, study(students=STUDENTS, stats=STATS), "holdout")
     columns = ["model", "statistic", "n", "tier1", "tier1_lo", "tier1_hi", "composite", "composite_lo", "composite_hi"]
     assert frame[columns].values.tolist() == [
         # m1: Tier 1 80, 90 | 70, 60; composite 90, 95 | 85, 80 (pooled mean = mean of the two system means)
@@ -183,7 +189,7 @@ def test_table9_intervals_are_pinned_and_the_estimates_computed_by_hand(cases):
 
 
 def test_table10_paired_deltas_p_values_and_holm(cases):
-    frame = table10(cases, {"students": STUDENTS, "stats": STATS})
+    frame = table10(cases, study(students=STUDENTS, stats=STATS))
     columns = ["a", "b", "partition", "metric", "n", "delta", "lo", "hi", "excludes_zero"]
     assert frame[columns].values.tolist() == [
         ["small-peft", "m2", "holdout", "tier1", 4, -25.0, -35.0, -15.0, True],    # -20, -10, -40, -30
@@ -200,4 +206,4 @@ def test_table10_paired_deltas_p_values_and_holm(cases):
     # Holm: the six smallest share rank 1's factor 8 (monotone), the two largest are capped at 1
     assert frame["p_holm"].tolist() == [8 * one_sided] * 4 + [1.0] * 2 + [8 * one_sided] * 2
     with pytest.raises(Skip, match="no comparisons"):
-        table10(cases, {})
+        table10(cases, study())

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from metrobench.data import Benchmark
     from metrobench.data.models import Case
     from metrobench.agents.runner.config import ModelConfig
+    from metrobench.study import StudyConfig
     from metrobench.transcripts.selection import Selection
 
 Subparsers = argparse._SubParsersAction  # what ``register(subparsers)`` receives
@@ -86,15 +87,10 @@ def _verified_bench(args: argparse.Namespace) -> Benchmark:
 
 
 def load_study_config(paths: list[str] | None) -> dict:
-    """Study config files merged in order (later files override, nested mappings merged)."""
+    """Study config files merged in order as a plain mapping, unvalidated (``metrobench doctor``
+    reads it so that it can report on a study it could not load)."""
     from metrobench.data.loader import read_yaml
-
-    def merge(base: dict, extra: dict) -> dict:
-        out = dict(base)
-        for key, value in extra.items():
-            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
-                else value
-        return out
+    from metrobench.study import merge
 
     config: dict = {}
     for path in paths or []:
@@ -104,15 +100,22 @@ def load_study_config(paths: list[str] | None) -> dict:
     return config
 
 
+def load_study(paths: list[str] | None) -> StudyConfig:
+    """Study config files merged in order and validated (:func:`metrobench.study.load_study`)."""
+    from metrobench.study import load_study as load
+
+    return load(paths)
+
+
 def _study_model(args: argparse.Namespace, overrides: dict[str, Any]) -> ModelConfig:
     """A model's config from the study config's ``models`` (or ``student_serving`` with --gguf)."""
     from metrobench.agents.runner.config import study_model_config
 
-    study = load_study_config(args.config)
+    study = load_study(args.config)
     name = args.model
-    entry = (study.get("models") or {}).get(name)
+    entry = study.models.get(name)
     if entry is None and args.gguf:
-        entry = study.get("student_serving")
+        entry = study.student_serving
     if entry is None:
         raise MetrobenchError(f"model {name!r} is not in the config's models")
     return study_model_config(name, entry, **overrides)

@@ -2,8 +2,9 @@
 
 Contract: every command here only reads scores, runs or ratings and writes its
 ``--out`` (tables, CSV, a static site); the study config given to ``tables`` is
-merged by :func:`~metrobench.commands.common.load_study_config`. pandas and
-matplotlib are imported inside the handlers.
+merged and validated into a :class:`~metrobench.study.StudyConfig` by
+:func:`~metrobench.commands.common.load_study` (none given: the defaults, no
+leaderboard, no students). pandas and matplotlib are imported inside the handlers.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.commands.common import Subparsers, _add_data, _bench, load_study_config
+from metrobench.commands.common import Subparsers, _add_data, _bench, load_study
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,8 +45,7 @@ def _add_tables(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_tables(args: argparse.Namespace) -> int:
     from metrobench.paper.report import build_tables
 
-    config = load_study_config(args.config)
-    written, skipped = build_tables(Path(args.scores), config or {}, Path(args.out), only=args.only)
+    written, skipped = build_tables(Path(args.scores), load_study(args.config), Path(args.out), only=args.only)
     for path in written:
         print(f"wrote {path}")
     for message in skipped:
@@ -69,9 +69,11 @@ def cmd_stats_bootstrap(args: argparse.Namespace) -> int:
     from metrobench.scoring.store import read_scores
     from metrobench.stats.cases import load_case_scores
     from metrobench.paper.tables import table9
+    from metrobench.study import validate_study
 
+    config = validate_study({"stats": {"n_resamples": args.n_resamples, "seed": args.seed}},
+                            [("command line", {})])
     cases = load_case_scores(read_scores(Path(args.scores)))
-    config = {"stats": {"n_resamples": args.n_resamples, "seed": args.seed}}
     return _write_and_show(table9(cases, config, args.partition), Path(args.out))
 
 

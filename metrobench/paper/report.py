@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
+from metrobench import layout
 from metrobench.paper import figures
 from metrobench.paper import tables as T
 from metrobench.data.loader import Benchmark
@@ -17,10 +17,14 @@ from metrobench.scoring.scorer import Scorer
 from metrobench.data.partition import load_split
 from metrobench.transcripts.records import read_run
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from metrobench.study import StudyConfig
 
-def build_tables(scores: Path, config: dict[str, Any], out: Path,
+
+def build_tables(scores: Path, config: StudyConfig, out: Path,
                  only: list[str] | None = None) -> tuple[list[Path], list[str]]:
-    """Build every table/figure; returns (files written, skip messages)."""
+    """Build every table/figure of the study config; returns (files written, skip messages)."""
     from metrobench.scoring.store import read_scores
     from metrobench.stats.cases import load_case_scores
 
@@ -30,7 +34,7 @@ def build_tables(scores: Path, config: dict[str, Any], out: Path,
     skipped: list[str] = []
     frames: dict[str, pd.DataFrame] = {}
 
-    baseline = (config.get("stats") or {}).get("baseline", "rule-agent")
+    baseline = config.stats.baseline
     builders = {
         "table2": lambda: T.table2(cases, config),
         "table3": lambda: T.table3(cases, config),
@@ -59,7 +63,7 @@ def build_tables(scores: Path, config: dict[str, Any], out: Path,
             skipped.append(str(exc))
             continue
         if name in tables_wanted:
-            path = out / f"{name}.csv"
+            path = Path(layout.table_path(name, str(out)))
             T.write_table(frames[name], path)
             written.append(path)
     for name in figures_wanted:
@@ -70,7 +74,7 @@ def build_tables(scores: Path, config: dict[str, Any], out: Path,
         if name == "figure4" and baseline not in set(frames["categories"]["model"]):
             skipped.append(f"{name}: no scores for the baseline")
             continue
-        path = out / f"{name}.png"
+        path = Path(layout.table_path(name, str(out), ".png"))
         draw(path)
         written.append(path)
     return written, skipped

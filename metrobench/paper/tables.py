@@ -6,11 +6,12 @@ tables`` writes every table the present results allow. Headline numbers are
 the mean of the six system means (spec §7.5); per-category numbers and the
 bootstrap point estimates of Table 9 are pooled case means (spec §10).
 
-Study config keys read here (see config/config.yaml):
-``leaderboard`` (rows of Table 2), ``students`` (sizes, base model, recipe,
-seeds), ``teachers``, ``sensitivity`` (Table 3 cells), ``stats`` (resamples,
-seed, ``bootstrap_models``, ``comparisons``, ``category_models``),
-``termination.min_normal_endings``.
+The study config is a :class:`~metrobench.study.StudyConfig`; read here:
+``leaderboard`` (rows of Table 2), ``students`` (sizes, base model, seeds),
+``sensitivity`` (Table 3 cells), ``stats`` (resamples, seed,
+``bootstrap_models``, ``comparisons``, ``category_models``),
+``termination.min_normal_endings``. Student names and the files of a training
+run come from :mod:`metrobench.layout`, as the workflow's do.
 """
 
 from __future__ import annotations
@@ -22,9 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from metrobench import layout
 from metrobench.stats.bootstrap import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     bootstrap,
     bootstrap_stratified,
     holm,
@@ -34,15 +34,15 @@ from metrobench.stats.bootstrap import (
 )
 from metrobench.stats.cases import Cases
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from metrobench.study import StudyConfig
+
 CATEGORIES = list("ABCDEFGHIJK")
 
 
 class Skip(Exception):
     """A table that the present results cannot fill; the message says what is missing."""
-
-
-def student_name(size: str, seed: int) -> str:
-    return f"{size}-peft-s{seed}"
 
 
 def _need(cases: Cases, models: list[str], table: str) -> None:
@@ -51,17 +51,13 @@ def _need(cases: Cases, models: list[str], table: str) -> None:
         raise Skip(f"{table}: no scores for {', '.join(missing)}")
 
 
-def _stats(config: dict[str, Any]) -> tuple[int, int]:
-    stats = config.get("stats", {})
-    return stats.get("n_resamples", DEFAULT_RESAMPLES), stats.get("seed", DEFAULT_SEED)
+def _stats(config: StudyConfig) -> tuple[int, int]:
+    return config.stats.n_resamples, config.stats.seed
 
 
-def _members(config: dict[str, Any], model: str) -> list[str]:
+def _members(config: StudyConfig, model: str) -> list[str]:
     """A configured model name, or a student group ``<size>-peft`` -> its seed models."""
-    for size, spec in (config.get("students") or {}).items():
-        if model == f"{size}-peft":
-            return [student_name(size, s) for s in spec.get("seeds", [])]
-    return [model]
+    return layout.members(config.seeds(), [model])
 
 
 def headline_pair(cases: Cases, model: str, partition: str) -> tuple[float, float, float]:
@@ -71,7 +67,7 @@ def headline_pair(cases: Cases, model: str, partition: str) -> tuple[float, floa
     return low.tier1, low.composite, high.composite
 
 
-def group_headline(cases: Cases, config: dict, model: str, partition: str) -> tuple[float, float, float, int]:
+def group_headline(cases: Cases, config: StudyConfig, model: str, partition: str) -> tuple[float, float, float, int]:
     members = _members(config, model)
     _need(cases, members, model)
     values = np.array([headline_pair(cases, m, partition) for m in members])
@@ -83,24 +79,24 @@ def normal_endings(cases: Cases, model: str) -> float:
     return float(cases.ended[m].mean()) if m.any() else float("nan")
 
 
-def table2(cases: Cases, config: dict) -> pd.DataFrame:
+def table2(cases: Cases, config: StudyConfig) -> pd.DataFrame:
     """Leaderboard (held-out): composite, Tier 1; unranked below the termination rule."""
-    rows = config.get("leaderboard") or []
+    rows = config.leaderboard
     if not rows:
         raise Skip("table2: no leaderboard in the config")
     present = set(cases.models())
-    threshold = (config.get("termination") or {}).get("min_normal_endings", 0.98)
+    threshold = config.termination.min_normal_endings
     out, missing = [], []
     for row in rows:
-        members = _members(config, row["model"])
+        members = _members(config, row.model)
         if not all(m in present for m in members):
-            missing.append(row["model"])
+            missing.append(row.model)
             continue
-        t1, low, high, n_seeds = group_headline(cases, config, row["model"], "holdout")
+        t1, low, high, n_seeds = group_headline(cases, config, row.model, "holdout")
         endings = min(normal_endings(cases, m) for m in members)
         judged = all(cases.unjudged.get(m, 0) == 0 for m in members)
-        out.append({"model": row.get("label", row["model"]), "licence": row.get("licence", ""),
-                    "vendor": row.get("vendor", ""), "composite": round(low, 2),
+        out.append({"model": row.model if row.label is None else row.label, "licence": row.licence,
+                    "vendor": row.vendor, "composite": round(low, 2),
                     "composite_upper": round(high, 2) if not judged else round(low, 2),
                     "judged": judged, "tier1": round(t1, 2), "seeds": n_seeds,
                     "normal_endings_pct": round(100 * endings, 1), "ranked": endings >= threshold})
@@ -113,46 +109,45 @@ def table2(cases: Cases, config: dict) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
-def table3(cases: Cases, config: dict) -> pd.DataFrame:
+def table3(cases: Cases, config: StudyConfig) -> pd.DataFrame:
     """Serving-configuration sensitivity: held-out Tier 1 per (decoding, model) cell."""
-    cells = config.get("sensitivity") or []
+    cells = config.sensitivity
     if not cells:
         raise Skip("table3: no serving variants (sensitivity) in the config")
-    _need(cases, [c["model"] for c in cells], "table3")
-    frame = pd.DataFrame([{"setting": c["row"], "column": c["column"],
-                           "tier1": round(headline_pair(cases, c["model"], "holdout")[0], 2)} for c in cells])
+    _need(cases, [c.model for c in cells], "table3")
+    frame = pd.DataFrame([{"setting": c.row, "column": c.column,
+                           "tier1": round(headline_pair(cases, c.model, "holdout")[0], 2)} for c in cells])
     table = frame.pivot(index="setting", columns="column", values="tier1")
-    return table.reindex(index=list(dict.fromkeys(c["row"] for c in cells)),
-                         columns=list(dict.fromkeys(c["column"] for c in cells))).reset_index()
+    return table.reindex(index=list(dict.fromkeys(c.row for c in cells)),
+                         columns=list(dict.fromkeys(c.column for c in cells))).reset_index()
 
 
 def _gguf_size(results: Path, size: str, seed: int) -> int | None:
-    path = results / "peft" / size / f"seed{seed}" / "gguf_sizes.json"
+    path = Path(layout.gguf_sizes(size, seed, str(results)))
     if not path.is_file():
         return None
-    return json.loads(path.read_text()).get("model-Q4_K_M.gguf")
+    return json.loads(path.read_text()).get(layout.QUANTIZED_GGUF)
 
 
-def table4(cases: Cases, config: dict, results: Path) -> pd.DataFrame:
+def table4(cases: Cases, config: StudyConfig, results: Path) -> pd.DataFrame:
     """PEFT sweep: held-out Tier 1 of base and each seed, mean, delta, seed spread, GGUF size."""
-    students = config.get("students") or {}
+    students = config.students
     if not students:
         raise Skip("table4: no students in the config")
-    needed = [spec["base_model"] for spec in students.values()] + \
-        [student_name(size, s) for size, spec in students.items() for s in spec["seeds"]]
+    needed = [spec.base_model for spec in students.values()] + layout.student_models(config.seeds())
     _need(cases, needed, "table4")
-    all_seeds = sorted({s for spec in students.values() for s in spec["seeds"]})
+    all_seeds = sorted({s for spec in students.values() for s in spec.seeds})
     rows = []
     for size, spec in students.items():
-        base = headline_pair(cases, spec["base_model"], "holdout")[0]
-        base_full = headline_pair(cases, spec["base_model"], "full")[0]
-        per_seed = {s: headline_pair(cases, student_name(size, s), "holdout")[0] for s in spec["seeds"]}
-        full = [headline_pair(cases, student_name(size, s), "full")[0] for s in spec["seeds"]]
+        base = headline_pair(cases, spec.base_model, "holdout")[0]
+        base_full = headline_pair(cases, spec.base_model, "full")[0]
+        per_seed = {s: headline_pair(cases, layout.student_name(size, s), "holdout")[0] for s in spec.seeds}
+        full = [headline_pair(cases, layout.student_name(size, s), "full")[0] for s in spec.seeds]
         mean = float(np.mean(list(per_seed.values())))
         row: dict[str, Any] = {"size": size, "base_tier1": round(base, 2)}
         for s in all_seeds:
             row[f"s{s}"] = round(per_seed[s], 2) if s in per_seed else None
-        sizes = [x for x in (_gguf_size(results, size, s) for s in spec["seeds"]) if x]
+        sizes = [x for x in (_gguf_size(results, size, s) for s in spec.seeds) if x]
         row.update({"mean": round(mean, 2), "delta": round(mean - base, 2),
                     "seed_spread": round(seed_spread(list(per_seed.values())), 2),
                     "delta_full": round(float(np.mean(full)) - base_full, 2),
@@ -162,27 +157,26 @@ def table4(cases: Cases, config: dict, results: Path) -> pd.DataFrame:
 
 
 def table7(results: Path) -> pd.DataFrame:
-    path = results / "teacher" / "composition.csv"
+    path = Path(layout.teacher_composition(str(results)))
     if not path.is_file():
         raise Skip(f"table7: {path} not built yet")
     return pd.read_csv(path, keep_default_na=False)
 
 
-def table8(config: dict, results: Path) -> pd.DataFrame:
+def table8(config: StudyConfig, results: Path) -> pd.DataFrame:
     """Per size: max sequence length, training time per seed, adapter and Q4_K_M sizes."""
-    students = config.get("students") or {}
     rows, missing = [], []
-    for size, spec in students.items():
+    for size, spec in config.students.items():
         metrics = []
-        for s in spec["seeds"]:
-            path = results / "peft" / size / f"seed{s}" / "adapter" / "train_metrics.json"
+        for s in spec.seeds:
+            path = Path(layout.train_metrics(size, s, str(results)))
             if path.is_file():
                 metrics.append(json.loads(path.read_text()))
             else:
                 missing.append(f"{size}/seed{s}")
         if not metrics:
             continue
-        sizes = [x for x in (_gguf_size(results, size, s) for s in spec["seeds"]) if x]
+        sizes = [x for x in (_gguf_size(results, size, s) for s in spec.seeds) if x]
         rows.append({"size": size, "max_seq": metrics[0]["recipe"]["max_length"],
                      "minutes_per_seed": round(float(np.mean([m["wall_s"] for m in metrics])) / 60, 1),
                      "adapter_bytes": int(np.mean([m["adapter_bytes"] for m in metrics])),
@@ -192,20 +186,20 @@ def table8(config: dict, results: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _per_case(cases: Cases, config: dict, model: str, partition: str, metric: str) -> dict[str, float]:
+def _per_case(cases: Cases, config: StudyConfig, model: str, partition: str, metric: str) -> dict[str, float]:
     members = _members(config, model)
     _need(cases, members, model)
     return seed_mean([cases.by_case(m, partition, metric) for m in members])
 
 
-def table9(cases: Cases, config: dict, partition: str = "full") -> pd.DataFrame:
+def table9(cases: Cases, config: StudyConfig, partition: str = "full") -> pd.DataFrame:
     """Bootstrap CIs of Tier 1 and composite per configured model, two statistics.
 
     ``pooled``: the mean over cases, resampling cases (the paper's Table 9);
     ``headline``: the mean of the system means, resampling within systems (the
     statistic of the leaderboard, so its estimate is the headline number).
     """
-    models = (config.get("stats") or {}).get("bootstrap_models") or cases.models()
+    models = config.stats.bootstrap_models or cases.models()
     n_resamples, seed = _stats(config)
     rows = []
     for model in models:
@@ -226,9 +220,9 @@ def table9(cases: Cases, config: dict, partition: str = "full") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def table10(cases: Cases, config: dict) -> pd.DataFrame:
+def table10(cases: Cases, config: StudyConfig) -> pd.DataFrame:
     """Paired bootstrap of configured comparisons, held-out and full, with Holm-adjusted p."""
-    pairs = (config.get("stats") or {}).get("comparisons") or []
+    pairs = config.stats.comparisons
     if not pairs:
         raise Skip("table10: no comparisons in the config")
     n_resamples, seed = _stats(config)
@@ -248,9 +242,9 @@ def table10(cases: Cases, config: dict) -> pd.DataFrame:
     return frame
 
 
-def category_matrix(cases: Cases, config: dict, partition: str = "holdout") -> pd.DataFrame:
+def category_matrix(cases: Cases, config: StudyConfig, partition: str = "holdout") -> pd.DataFrame:
     """Per model x category, pooled case means of composite and Tier 1 (Figure 3's data)."""
-    models = (config.get("stats") or {}).get("category_models") or cases.models()
+    models = config.stats.category_models or cases.models()
     rows = []
     for model in models:
         t1 = _per_case(cases, config, model, partition, "tier1")

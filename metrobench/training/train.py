@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from metrobench import layout
 from metrobench.atomic import write_text
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, read_utf8
@@ -276,6 +277,6 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
         "wall_s": round(time.perf_counter() - start, 1), "versions": _versions(),
         "recipe": recipe.model_dump(),
     }
-    write_text(out / "train_metrics.json", json.dumps(metrics, indent=2) + "\n")
+    write_text(out / layout.TRAIN_METRICS, json.dumps(metrics, indent=2) + "\n")
     shutil.rmtree(work, ignore_errors=True)
     return metrics

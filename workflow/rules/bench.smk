@@ -7,7 +7,7 @@ rule rule_agent:
     input:
         split="results/partition.json",
     output:
-        "results/runs/rule-agent/{system}.jsonl",
+        layout.run_path("rule-agent", "{system}"),
     log:
         "logs/runs/rule-agent/{system}.log",
     benchmark:
@@ -27,7 +27,7 @@ rule bench_model:
     input:
         unpack(bench_inputs),
     output:
-        "results/runs/{model}/{system}.jsonl",
+        layout.run_path("{model}", "{system}"),
     log:
         run="logs/runs/{model}/{system}.log",
         server="logs/runs/{model}/{system}.server.log",
@@ -55,10 +55,10 @@ rule bench_model:
 
 rule score:
     input:
-        run="results/runs/{model}/{system}.jsonl",
+        run=layout.run_path("{model}", "{system}"),
         split="results/partition.json",
     output:
-        "results/scores/model={model}/system={system}/part.parquet",
+        layout.scores_path("{model}", "{system}"),
     log:
         "logs/scores/{model}/{system}.log",
     benchmark:
@@ -68,21 +68,22 @@ rule score:
     params:
         data=data_flag(),
         judge=judge_flags(),
+        scores=lambda w: layout.scores_root(),
         partition=config.get("bench", {}).get("partition", "all"),
         sample=sample_flag(),
     shell:
         "metrobench score {params.data} --run {input.run} --split {input.split}"
         " --partition {params.partition} {params.sample} --model {wildcards.model}"
-        " --system {wildcards.system} --out results/scores {params.judge} > {log} 2>&1"
+        " --system {wildcards.system} --out {params.scores} {params.judge} > {log} 2>&1"
 
 
 rule score_tier1:
     # Tier 1 only (--judge none): what Table 4 reads, so it never needs ANTHROPIC_API_KEY.
     input:
-        run="results/runs/{model}/{system}.jsonl",
+        run=layout.run_path("{model}", "{system}"),
         split="results/partition.json",
     output:
-        "results/scores-tier1/model={model}/system={system}/part.parquet",
+        layout.scores_path("{model}", "{system}", tier1=True),
     log:
         "logs/scores-tier1/{model}/{system}.log",
     conda:
@@ -101,7 +102,7 @@ rule summary:
     input:
         scores_of(["{model}"]),
     output:
-        "results/summary/{model}.txt",
+        layout.summary_path("{model}"),
     log:
         "logs/summary/{model}.log",
     conda:

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import yaml
 
+from metrobench import layout
 from metrobench.downloads import check_downloads
 
 SYSTEMS = config["systems"]
 MODELS = sorted(config.get("models", {}))
 STUDENTS = config.get("students") or {}
 TEACHERS = config.get("teachers") or []
-STUDENT_MODELS = [
-    f"{size}-peft-s{seed}" for size, spec in STUDENTS.items() for seed in spec["seeds"]
-]
+# Seeds by student size: what metrobench.layout's naming rules take.
+STUDENT_SEEDS = {size: spec["seeds"] for size, spec in STUDENTS.items()}
+STUDENT_MODELS = layout.student_models(STUDENT_SEEDS)
 BENCH_MODELS = MODELS + STUDENT_MODELS
 SIZES = sorted(STUDENTS)
 SEEDS = sorted({seed for spec in STUDENTS.values() for seed in spec["seeds"]})
@@ -68,15 +69,7 @@ def merged_config_flag():
 
 def student_of(model):
     """(size, seed) of a student model name `<size>-peft-s<seed>`, else None."""
-    for size, spec in STUDENTS.items():
-        for seed in spec["seeds"]:
-            if model == f"{size}-peft-s{seed}":
-                return size, seed
-    return None
-
-
-def peft_dir(size, seed):
-    return f"results/peft/{size}/seed{seed}"
+    return layout.student_of(STUDENT_SEEDS, model)
 
 
 # Pinned downloads (metrobench/downloads.py): checked as the config is parsed, so an
@@ -106,7 +99,7 @@ def bench_inputs(wildcards):
     inputs = {"split": "results/partition.json"}
     student = student_of(wildcards.model)
     if student:
-        inputs["gguf"] = f"{peft_dir(*student)}/model-Q4_K_M.gguf"
+        inputs["gguf"] = layout.quantized_gguf(*student)
         return inputs
     if isinstance(config["models"][wildcards.model], str):
         inputs["model"] = config["models"][wildcards.model]
@@ -140,8 +133,7 @@ def gguf_flag(wildcards, input):
 def scores_of(models, tier1=False):
     """Score files of these models; tier1=True: scored without the judge (results/scores-tier1)."""
     return expand(
-        "results/scores{tier}/model={model}/system={system}/part.parquet",
-        tier="-tier1" if tier1 else "",
+        layout.scores_path("{model}", "{system}", tier1=tier1),
         model=models,
         system=SYSTEMS,
     )
@@ -167,14 +159,7 @@ def judge_flags():
 
 def members(models):
     """Configured model names, with a student group `<size>-peft` expanded to its seeds."""
-    out = []
-    for model in models:
-        size = model[: -len("-peft")] if model.endswith("-peft") else None
-        if size in STUDENTS:
-            out += [f"{size}-peft-s{seed}" for seed in STUDENTS[size]["seeds"]]
-        else:
-            out.append(model)
-    return out
+    return layout.members(STUDENT_SEEDS, models)
 
 
 STATS = config.get("stats") or {}
@@ -184,10 +169,10 @@ TABLE_INPUTS = {
     "table2": scores_of(LEADERBOARD),
     "table3": scores_of([cell["model"] for cell in config.get("sensitivity") or []]),
     "table4": scores_of(BASES + STUDENT_MODELS, tier1=True)
-    + [f"{peft_dir(*student_of(m))}/gguf_sizes.json" for m in STUDENT_MODELS],
-    "table7": ["results/teacher/composition.csv"],
-    "table8": [f"{peft_dir(*student_of(m))}/adapter" for m in STUDENT_MODELS]
-    + [f"{peft_dir(*student_of(m))}/gguf_sizes.json" for m in STUDENT_MODELS],
+    + [layout.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
+    "table7": [layout.teacher_composition()],
+    "table8": [layout.adapter_dir(*student_of(m)) for m in STUDENT_MODELS]
+    + [layout.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
     "table9": scores_of(members(STATS.get("bootstrap_models") or [])),
     "table10": scores_of(
         members([m for pair in STATS.get("comparisons") or [] for m in pair])

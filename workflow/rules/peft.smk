@@ -4,10 +4,10 @@
 rule train:
     input:
         unpack(base_inputs),
-        dataset="results/teacher/dataset.jsonl",
+        dataset=layout.teacher_dataset(),
         recipe=lambda w: STUDENTS[w.size]["recipe"],
     output:
-        directory("results/peft/{size}/seed{seed}/adapter"),
+        directory(layout.adapter_dir("{size}", "{seed}")),
     log:
         "logs/peft/{size}/seed{seed}/train.log",
     benchmark:
@@ -28,10 +28,10 @@ rule train:
 rule merge:
     input:
         unpack(base_inputs),
-        adapter="results/peft/{size}/seed{seed}/adapter",
+        adapter=layout.adapter_dir("{size}", "{seed}"),
         recipe=lambda w: STUDENTS[w.size]["recipe"],
     output:
-        intermediate(directory("results/peft/{size}/seed{seed}/merged")),
+        intermediate(directory(layout.merged_dir("{size}", "{seed}"))),
     log:
         "logs/peft/{size}/seed{seed}/merge.log",
     benchmark:
@@ -49,9 +49,9 @@ rule merge:
 
 rule gguf:
     input:
-        "results/peft/{size}/seed{seed}/merged",
+        layout.merged_dir("{size}", "{seed}"),
     output:
-        intermediate("results/peft/{size}/seed{seed}/model-f16.gguf"),
+        intermediate(layout.f16_gguf("{size}", "{seed}")),
     log:
         "logs/peft/{size}/seed{seed}/gguf.log",
     benchmark:
@@ -70,10 +70,10 @@ rule gguf:
 
 rule quantize:
     input:
-        "results/peft/{size}/seed{seed}/model-f16.gguf",
+        layout.f16_gguf("{size}", "{seed}"),
     output:
-        gguf="results/peft/{size}/seed{seed}/model-Q4_K_M.gguf",
-        sizes="results/peft/{size}/seed{seed}/gguf_sizes.json",
+        gguf=layout.quantized_gguf("{size}", "{seed}"),
+        sizes=layout.gguf_sizes("{size}", "{seed}"),
     log:
         "logs/peft/{size}/seed{seed}/quantize.log",
     conda:

@@ -8,14 +8,14 @@ rule table:
         lambda w: TABLE_INPUTS[w.table],
     output:
         csv=report(
-            "results/{table}.csv",
+            layout.table_path("{table}"),
             caption="../report/table.rst",
             category="Tables",
             subcategory="{table}",
             labels={"table": "{table}", "format": "CSV"},
         ),
         md=report(
-            "results/{table}.md",
+            layout.table_path("{table}", suffix=".md"),
             caption="../report/table.rst",
             category="Tables",
             subcategory="{table}",
@@ -29,11 +29,10 @@ rule table:
         "../envs/cpu.yaml"
     params:
         config=merged_config_flag(),
-        scores=lambda w: (
-            "results/scores-tier1" if w.table in TIER1_TABLES else "results/scores"
-        ),
+        scores=lambda w: layout.scores_root(tier1=w.table in TIER1_TABLES),
+        out=lambda w: layout.RESULTS,
     shell:
-        "metrobench tables --scores {params.scores} {params.config} --out results"
+        "metrobench tables --scores {params.scores} {params.config} --out {params.out}"
         " --only {wildcards.table} > {log} 2>&1"
 
 
@@ -42,7 +41,7 @@ rule figure:
         lambda w: TABLE_INPUTS[FIGURE_SOURCE[w.figure]],
     output:
         report(
-            "results/{figure}.png",
+            layout.table_path("{figure}", suffix=".png"),
             caption="../report/figure.rst",
             category="Figures",
             labels={"figure": "{figure}"},
@@ -55,33 +54,32 @@ rule figure:
         "../envs/cpu.yaml"
     params:
         config=merged_config_flag(),
-        scores=lambda w: (
-            "results/scores-tier1"
-            if FIGURE_SOURCE[w.figure] in TIER1_TABLES
-            else "results/scores"
+        scores=lambda w: layout.scores_root(
+            tier1=FIGURE_SOURCE[w.figure] in TIER1_TABLES
         ),
+        out=lambda w: layout.RESULTS,
     shell:
-        "metrobench tables --scores {params.scores} {params.config} --out results"
+        "metrobench tables --scores {params.scores} {params.config} --out {params.out}"
         " --only {wildcards.figure} > {log} 2>&1"
 
 
 rule errata_table:
     input:
         expand(
-            "results/runs/{model}/{system}.jsonl",
+            layout.run_path("{model}", "{system}"),
             model=STATS.get("errata_models") or ["rule-agent"],
             system=SYSTEMS,
         ),
     output:
         csv=report(
-            "results/errata.csv",
+            layout.table_path("errata"),
             caption="../report/errata.rst",
             category="Tables",
             subcategory="errata",
             labels={"table": "errata", "format": "CSV"},
         ),
         md=report(
-            "results/errata.md",
+            layout.table_path("errata", suffix=".md"),
             caption="../report/errata.rst",
             category="Tables",
             subcategory="errata",
@@ -104,7 +102,7 @@ rule errata_table:
 rule view:
     input:
         runs=expand(
-            "results/runs/{model}/{system}.jsonl", model=VIEW_MODELS, system=SYSTEMS
+            layout.run_path("{model}", "{system}"), model=VIEW_MODELS, system=SYSTEMS
         ),
         scores=scores_of(VIEW_MODELS),
     output:

@@ -73,8 +73,8 @@ rule trainset:
         split="results/partition.json",
         recipes=sorted({spec["recipe"] for spec in STUDENTS.values()}),
     output:
-        dataset="results/teacher/dataset.jsonl",
-        table="results/teacher/composition.csv",
+        dataset=layout.teacher_dataset(),
+        table=layout.teacher_composition(),
     log:
         "logs/teacher/trainset.log",
     conda:

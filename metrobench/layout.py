@@ -1,0 +1,137 @@
+"""Where every result lives and what every derived model is called, in one place.
+
+Contract: pure functions of names (no I/O, no imports beyond the standard
+library), so that the workflow (``workflow/rules/common.smk`` imports them as
+it parses) and the commands (the paper tables, the student script) agree on
+every path by construction. Change a path here and both follow; a rule's
+output and the command that reads it can no longer drift apart.
+
+Naming rules:
+
+* a student of size ``S`` (a key of the config's ``students``) trained at seed
+  ``N`` is the model ``S-peft-sN``; the seeds together are the *group*
+  ``S-peft``, which the leaderboard and the statistics may name instead of one
+  seed (its numbers are the mean over its members);
+* one seed's training lives in ``<results>/peft/S/seedN/``: the adapter, the
+  merged model, the f16 and Q4_K_M GGUFs and ``gguf_sizes.json`` (bytes of
+  each GGUF by file name).
+
+Paths are strings with ``/`` (what Snakemake's patterns are); a wildcard is
+passed as its pattern, e.g. ``run_path("{model}", "{system}")``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+RESULTS = "results"
+GROUP_SUFFIX = "-peft"
+ADAPTER = "adapter"
+MERGED = "merged"
+F16_GGUF = "model-f16.gguf"
+QUANTIZED_GGUF = "model-Q4_K_M.gguf"
+GGUF_SIZES = "gguf_sizes.json"
+TRAIN_METRICS = "train_metrics.json"
+#: Seeds of each student size, as the study config's ``students`` gives them.
+Students = Mapping[str, Sequence[int]]
+
+
+def student_group(size: str) -> str:
+    """The name of a student's seed group: ``<size>-peft``."""
+    return f"{size}{GROUP_SUFFIX}"
+
+
+def student_name(size: str, seed: int | str) -> str:
+    """The model name of one trained student: ``<size>-peft-s<seed>``."""
+    return f"{student_group(size)}-s{seed}"
+
+
+def student_models(students: Students) -> list[str]:
+    """Every student model of the study, by size in config order, then seed."""
+    return [student_name(size, seed) for size, seeds in students.items() for seed in seeds]
+
+
+def student_of(students: Students, model: str) -> tuple[str, int] | None:
+    """(size, seed) of a configured student model name, else None."""
+    for size, seeds in students.items():
+        for seed in seeds:
+            if model == student_name(size, seed):
+                return size, seed
+    return None
+
+
+def members(students: Students, models: Iterable[str]) -> list[str]:
+    """Model names with each student group ``<size>-peft`` expanded to its seeds' models."""
+    out: list[str] = []
+    for model in models:
+        size = model[: -len(GROUP_SUFFIX)] if model.endswith(GROUP_SUFFIX) else None
+        if size is not None and size in students:
+            out += [student_name(size, seed) for seed in students[size]]
+        else:
+            out.append(model)
+    return out
+
+
+def peft_dir(size: str, seed: int | str, root: str = RESULTS) -> str:
+    """One seed's training folder."""
+    return f"{root}/peft/{size}/seed{seed}"
+
+
+def adapter_dir(size: str, seed: int | str, root: str = RESULTS) -> str:
+    return f"{peft_dir(size, seed, root)}/{ADAPTER}"
+
+
+def merged_dir(size: str, seed: int | str, root: str = RESULTS) -> str:
+    return f"{peft_dir(size, seed, root)}/{MERGED}"
+
+
+def f16_gguf(size: str, seed: int | str, root: str = RESULTS) -> str:
+    return f"{peft_dir(size, seed, root)}/{F16_GGUF}"
+
+
+def quantized_gguf(size: str, seed: int | str, root: str = RESULTS) -> str:
+    """The Q4_K_M GGUF a student is served from."""
+    return f"{peft_dir(size, seed, root)}/{QUANTIZED_GGUF}"
+
+
+def gguf_sizes(size: str, seed: int | str, root: str = RESULTS) -> str:
+    """The JSON of GGUF sizes in bytes, by file name (Tables 4 and 8 read the Q4_K_M one)."""
+    return f"{peft_dir(size, seed, root)}/{GGUF_SIZES}"
+
+
+def train_metrics(size: str, seed: int | str, root: str = RESULTS) -> str:
+    """What training wrote beside the adapter: wall time, adapter bytes, the recipe (Table 8)."""
+    return f"{adapter_dir(size, seed, root)}/{TRAIN_METRICS}"
+
+
+def run_path(model: str, system: str, root: str = RESULTS) -> str:
+    """One benchmark run: the transcript of a model on a system's cases."""
+    return f"{root}/runs/{model}/{system}.jsonl"
+
+
+def scores_root(tier1: bool = False, root: str = RESULTS) -> str:
+    """The Parquet scores folder; ``tier1``: scored without the judge (what Table 4 reads)."""
+    return f"{root}/scores{'-tier1' if tier1 else ''}"
+
+
+def scores_path(model: str, system: str, tier1: bool = False, root: str = RESULTS) -> str:
+    """One run's scores, a partition of the Parquet dataset under :func:`scores_root`."""
+    return f"{scores_root(tier1, root)}/model={model}/system={system}/part.parquet"
+
+
+def summary_path(model: str, root: str = RESULTS) -> str:
+    return f"{root}/summary/{model}.txt"
+
+
+def teacher_composition(root: str = RESULTS) -> str:
+    """The training set's composition (Table 7), written beside the dataset."""
+    return f"{root}/teacher/composition.csv"
+
+
+def teacher_dataset(root: str = RESULTS) -> str:
+    return f"{root}/teacher/dataset.jsonl"
+
+
+def table_path(name: str, root: str = RESULTS, suffix: str = ".csv") -> str:
+    """A paper table (``.csv``, ``.md`` beside it) or figure (``.png``): ``<root>/<name><suffix>``."""
+    return f"{root}/{name}{suffix}"

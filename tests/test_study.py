@@ -1,0 +1,108 @@
+"""metrobench.study: the typed study config, its loading errors and the workflow schema made from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from metrobench.cli import main
+from metrobench.errors import MetrobenchError
+from metrobench.study import SCHEMA_PATH, StudyConfig, json_schema, load_study, schema_text
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = ["config/config.yaml", "config/demo.yaml", "config/mini-study.yaml"]
+
+
+def _write(path: Path, value: dict) -> str:
+    path.write_text(yaml.safe_dump(value))
+    return str(path)
+
+
+def with_defaults(config: dict) -> dict:
+    """``config`` validated against the schema with its defaults filled in, as Snakemake's validate does."""
+    base = jsonschema.Draft202012Validator
+    check_properties = base.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        for name, sub in properties.items():
+            if "default" in sub and isinstance(instance, dict):
+                instance.setdefault(name, sub["default"])
+        yield from check_properties(validator, properties, instance, schema)
+
+    validator = jsonschema.validators.extend(base, {"properties": set_defaults})(json_schema())
+    validator.validate(config)
+    return config
+
+
+@pytest.mark.parametrize("path", CONFIGS)
+def test_the_study_configs_load_and_pass_the_workflow_schema(path):
+    study = load_study([REPO / path])
+    raw = yaml.safe_load((REPO / path).read_text())
+    assert study.systems == raw["systems"] and study.data.commit == raw["data"]["commit"]
+    assert set(study.models) == set(raw["models"])
+    filled = with_defaults(raw)
+    # what Snakemake hands on (the merged config, defaults filled in) is the same study
+    assert StudyConfig.model_validate(filled) == study
+
+
+def test_the_committed_schema_is_the_generated_one():
+    assert (REPO / SCHEMA_PATH).read_text() == schema_text(), \
+        "regenerate: python -m metrobench.study --schema > workflow/schemas/config.schema.yaml"
+    assert yaml.safe_load(schema_text()) == json_schema()
+
+
+def test_a_misspelt_key_is_one_error_naming_the_file_and_the_field(tmp_path):
+    base = str(REPO / "config/demo.yaml")
+    bad = _write(tmp_path / "bad.yaml", {"scoring": {"judge_modle": "x"}})
+    with pytest.raises(MetrobenchError) as err:
+        load_study([base, bad])
+    assert str(err.value) == f"{bad}: field scoring.judge_modle: Extra inputs are not permitted"
+    top = _write(tmp_path / "top.yaml", {"leaderbord": []})
+    with pytest.raises(MetrobenchError, match=r"top\.yaml: field leaderbord: Extra inputs are not permitted"):
+        load_study([base, top])
+    # the workflow's schema rejects it too, before any job is planned
+    with pytest.raises(jsonschema.ValidationError, match="leaderbord"):
+        with_defaults({**yaml.safe_load(Path(base).read_text()), "leaderbord": []})
+    # YAML anchors under x- keys are not config keys
+    assert load_study([base, _write(tmp_path / "anchors.yaml", {"x-anything": {"a": 1}})]).leaderboard
+
+
+def test_bad_values_name_the_file_that_set_them(tmp_path):
+    base = str(REPO / "config/demo.yaml")
+    cases = [
+        ({"students": {"smollm2": {"seeds": [42, 42]}}}, "field students.smollm2.seeds: Value error, "
+                                                         "listed more than once: 42"),
+        ({"systems": ["marta", "oslo"]}, "field systems[1]: Input should be"),
+        ({"stats": {"comparisons": [["a"]]}}, "field stats.comparisons[0]"),
+        ({"models": {"smollm2-135m": {"provider": "llama_cpp", "max_tokenz": 5}}},
+         "field models.smollm2-135m.max_tokenz: Extra inputs are not permitted"),
+        ({"student_serving": {"temperature": "hot"}}, "field student_serving.temperature: Input should be"),
+        ({"downloads": {"bases": {"acme/x": {}}}}, "downloads.bases[acme/x]: field revision missing"),
+    ]
+    for index, (override, message) in enumerate(cases):
+        path = _write(tmp_path / f"o{index}.yaml", override)
+        with pytest.raises(MetrobenchError) as err:
+            load_study([base, path])
+        assert str(err.value).startswith(f"{path}: ") and message in str(err.value), str(err.value)
+        assert "\n" not in str(err.value)
+
+
+def test_files_merge_in_order_and_overrides_come_last(tmp_path):
+    extra = _write(tmp_path / "extra.yaml", {"stats": {"seed": 7}, "bench": {"sample": 3}})
+    study = load_study([REPO / "config/demo.yaml", extra], overrides={"bench": {"sample": 2}})
+    assert (study.stats.seed, study.stats.n_resamples) == (7, 2000)   # nested mappings merged
+    assert (study.bench.sample, study.bench.partition) == (2, "holdout")
+    with pytest.raises(MetrobenchError, match="nowhere.yaml: no such config file"):
+        load_study([str(tmp_path / "nowhere.yaml")])
+    assert StudyConfig().seeds() == {} and load_study([REPO / "config/config.yaml"]).seeds()["2b"] == [42, 43, 44]
+
+
+def test_tables_command_reports_a_bad_config_in_one_line(tmp_path, capsys):
+    bad = _write(tmp_path / "bad.yaml", {"stats": {"n_resamples": 10}})
+    assert main(["tables", "--scores", str(tmp_path), "--config", bad, "--out", str(tmp_path)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"metrobench: error: {bad}: field stats.n_resamples: Input should be greater than or equal "
+                   "to 100"]
