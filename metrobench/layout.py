@@ -22,7 +22,7 @@ passed as its pattern, e.g. ``run_path("{model}", "{system}")``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 RESULTS = "results"
 GROUP_SUFFIX = "-peft"
@@ -77,31 +77,23 @@ def peft_dir(size: str, seed: int | str, root: str = RESULTS) -> str:
     return f"{root}/peft/{size}/seed{seed}"
 
 
-def adapter_dir(size: str, seed: int | str, root: str = RESULTS) -> str:
-    return f"{peft_dir(size, seed, root)}/{ADAPTER}"
+def _in_seed_dir(name: str, doc: str) -> Callable[..., str]:
+    """A path function for one file or folder in a seed's training folder."""
+    def path(size: str, seed: int | str, root: str = RESULTS) -> str:
+        return f"{peft_dir(size, seed, root)}/{name}"
+
+    path.__doc__ = doc
+    return path
 
 
-def merged_dir(size: str, seed: int | str, root: str = RESULTS) -> str:
-    return f"{peft_dir(size, seed, root)}/{MERGED}"
-
-
-def f16_gguf(size: str, seed: int | str, root: str = RESULTS) -> str:
-    return f"{peft_dir(size, seed, root)}/{F16_GGUF}"
-
-
-def quantized_gguf(size: str, seed: int | str, root: str = RESULTS) -> str:
-    """The Q4_K_M GGUF a student is served from."""
-    return f"{peft_dir(size, seed, root)}/{QUANTIZED_GGUF}"
-
-
-def gguf_sizes(size: str, seed: int | str, root: str = RESULTS) -> str:
-    """The JSON of GGUF sizes in bytes, by file name (Tables 4 and 8 read the Q4_K_M one)."""
-    return f"{peft_dir(size, seed, root)}/{GGUF_SIZES}"
-
-
-def train_metrics(size: str, seed: int | str, root: str = RESULTS) -> str:
-    """What training wrote beside the adapter: wall time, adapter bytes, the recipe (Table 8)."""
-    return f"{adapter_dir(size, seed, root)}/{TRAIN_METRICS}"
+adapter_dir = _in_seed_dir(ADAPTER, "The LoRA adapter training writes (and resumes from its checkpoints).")
+merged_dir = _in_seed_dir(MERGED, "The adapter merged into the 16-bit base weights.")
+f16_gguf = _in_seed_dir(F16_GGUF, "The merged model converted to GGUF f16.")
+quantized_gguf = _in_seed_dir(QUANTIZED_GGUF, "The Q4_K_M GGUF a student is served from.")
+gguf_sizes = _in_seed_dir(GGUF_SIZES,
+                          "The JSON of GGUF sizes in bytes, by file name (Tables 4 and 8 read the Q4_K_M one).")
+train_metrics = _in_seed_dir(f"{ADAPTER}/{TRAIN_METRICS}",
+                             "What training wrote beside the adapter: wall time, adapter bytes, the recipe (Table 8).")
 
 
 def run_path(model: str, system: str, root: str = RESULTS) -> str:
