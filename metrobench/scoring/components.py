@@ -2,9 +2,9 @@
 
 Every function takes a :class:`CaseView` and returns ``(raw score, reason)``;
 the caller clamps to the case's maximum. Each is declared with its name, tier
-and default maximum by :func:`~metrobench.scoring.registry.component`. The arithmetic, the order of the
-checks and the quirks are the reference scorer's, so the default scores equal
-its scores case for case. Corrections of its known defects (spec §13) are
+and default maximum by :func:`~metrobench.scoring.registry.component`. The
+arithmetic, the order of the checks and the quirks are the reference scorer's,
+so the default scores equal its scores case for case. Corrections of its known defects (spec §13) are
 opt-in errata, tested here by name (see :mod:`metrobench.scoring.errata`).
 """
 
@@ -84,10 +84,10 @@ class CaseView:
     def scoring(self) -> dict[str, Any]:
         return self.case.get("scoring", {})
 
-    def maximum(self, component: str) -> float:
-        """A component's maximum here: the case's ``scoring`` value, else its declared default."""
-        default = spec(component).max_points
-        return self.scoring[component] if default is None else self.scoring.get(component, default)
+    def maximum(self, name: str) -> float:
+        """Component ``name``'s maximum here: the case's ``scoring`` value, else its declared default."""
+        default = spec(name).max_points
+        return self.scoring[name] if default is None else self.scoring.get(name, default)
 
     @property
     def tolerances(self) -> dict[str, Any]:
@@ -139,10 +139,10 @@ def _no_service_omission(view: CaseView, key: str, maximum: float, what: str) ->
     return 0, f"Should not include {what} during full suspension"
 
 
-def _nothing_to_compare(view: CaseView, component: str, key: str, what: str) -> Score | None:
+def _nothing_to_compare(view: CaseView, name: str, key: str, what: str) -> Score | None:
     """Route's and fare's score when there is nothing to compare: no service, or no parseable answer."""
     if view.full_suspension or view.temporal_no_service:
-        return _no_service_omission(view, key, view.maximum(component), what)
+        return _no_service_omission(view, key, view.maximum(name), what)
     if not view.response:
         return 0, "No parseable response"
     return None
