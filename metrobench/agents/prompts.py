@@ -13,6 +13,7 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from metrobench import vocabulary as V
 from metrobench.data.loader import SystemData, read_yaml
 
 #: Bump when the wording changes: it is part of a run's configuration hash.
@@ -181,8 +182,7 @@ def user_message(events: list[dict[str, Any]]) -> str:
         if kind == "station_selected":
             lines.append(f"{event['field'].title()}: {event['value']}")
         elif kind == "passenger_count_changed":
-            counts = [f"{event[k]} {k}" for k in ("adults", "children", "seniors", "disabled")
-                      if k in event and event[k] != 0]
+            counts = [f"{event[k]} {k}" for k in V.RIDER_KEYS if k in event and event[k] != 0]
             lines.append(f"Passengers: {', '.join(counts)}")
         elif kind == "freetext_input":
             lines.append(event["text"])
@@ -203,11 +203,16 @@ def _fn(name: str, description: str, properties: dict[str, Any], required: list[
 _S = {"type": "string"}
 _I = {"type": "integer"}
 _N = {"type": "number"}
-_PAX = {"type": "object", "properties": {k: _I for k in ("adults", "children", "seniors", "disabled")}}
+_PAX = {"type": "object", "properties": {k: _I for k in V.RIDER_KEYS}}
 
-#: The seven functions offered to the model (OpenAI function format, spec §6.4 parameters).
-TOOLS: list[dict[str, Any]] = [
-    _fn("route_planner", "Plan the quickest route between two stations, optionally avoiding closed "
+
+def _enum(values: tuple[str, ...]) -> dict[str, Any]:
+    return {"type": "string", "enum": list(values)}
+
+
+#: Each function's (description, parameters, required), by tool name (spec §6.4 parameters).
+_SCHEMAS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
+    "route_planner": ("Plan the quickest route between two stations, optionally avoiding closed "
         "stations, segments or stretches of line.", {
             "origin": {**_S, "description": "origin station name or id"},
             "destination": {**_S, "description": "destination station name or id"},
@@ -215,7 +220,7 @@ TOOLS: list[dict[str, Any]] = [
             "accessibility": {"type": "array", "items": _S, "description": "accessibility needs"},
             "station_restrictions": {"type": "array", "items": {
                 "type": "object", "properties": {
-                    "station": _S, "restriction": {"type": "string", "enum": ["closed", "skip", "no_transfer"]}},
+                    "station": _S, "restriction": _enum(V.STATION_RESTRICTIONS)},
                 "required": ["station", "restriction"]}, "description": "stations to avoid"},
             "segment_closures": {"type": "array", "items": {"type": "array", "items": _S, "minItems": 2,
                                                             "maxItems": 2},
@@ -224,7 +229,7 @@ TOOLS: list[dict[str, Any]] = [
                 "type": "object", "properties": {"line": _S, "from_station": _S, "to_station": _S},
                 "required": ["line"]}, "description": "closed lines, or the stretch between two stations"},
         }, ["origin", "destination"]),
-    _fn("fare_calculator", "Price a planned route (by its route_id) for a group of riders.", {
+    "fare_calculator": ("Price a planned route (by its route_id) for a group of riders.", {
         "route_id": {**_S, "description": "route_id returned by route_planner"},
         "passengers": {**_PAX, "description": "riders by type"},
         "ticket_type": {"type": "string", "enum": ["single", "return", "day_pass", "weekly", "monthly"]},
@@ -232,25 +237,22 @@ TOOLS: list[dict[str, Any]] = [
             "smartcard", "contactless", "cash", "mobile", "gold_travel_card", "clipper_card", "easycard",
             "ventra", "disposable_ticket"]},
     }, ["route_id", "passengers"]),
-    _fn("station_info", "Look up one or more stations: accessibility, facilities, exits, "
+    "station_info": ("Look up one or more stations: accessibility, facilities, exits, "
         "connections or live status.", {
             "station_id": _S, "station_ids": {"type": "array", "items": _S},
-            "query_type": {"type": "string", "enum": ["accessibility", "facilities", "exits", "connections",
-                                                      "real_time_status"]},
+            "query_type": _enum(V.STATION_QUERY_TYPES),
         }, ["query_type"]),
-    _fn("line_info", "Describe one or more lines: their stations in order, terminals and "
+    "line_info": ("Describe one or more lines: their stations in order, terminals and "
         "connections.", {"line": _S, "lines": {"type": "array", "items": _S}}, []),
-    _fn("disruption_feed", "Current service disruptions, optionally for one line or station.", {
+    "disruption_feed": ("Current service disruptions, optionally for one line or station.", {
         "line": _S, "station": _S,
-        "severity_filter": {"type": "string", "enum": ["all", "major", "minor"]},
+        "severity_filter": _enum(V.SEVERITY_FILTERS),
     }, []),
-    _fn("knowledge_base", "Search the operator's policies, or fetch one by its policy_id.", {
+    "knowledge_base": ("Search the operator's policies, or fetch one by its policy_id.", {
         "policy_id": _S, "query": _S, "category": _S}, []),
-    _fn("submit_assistant_state", "Submit the final kiosk state. Call this once everything is known; "
+    "submit_assistant_state": ("Submit the final kiosk state. Call this once everything is known; "
         "it ends the turn.", {
-            "outcome": {"type": "string", "enum": ["route_and_fare_ready", "advisory_only",
-                                                   "service_unavailable", "request_declined",
-                                                   "policy_answer_only"]},
+            "outcome": _enum(V.OUTCOMES),
             "route": {"type": "object", "properties": {
                 "origin": _S, "destination": _S,
                 "stops": {"type": "array", "items": {"type": "object", "properties": {
@@ -262,7 +264,7 @@ TOOLS: list[dict[str, Any]] = [
                             "distance_miles", "line_sequence"]},
             "fare_quote": {"type": "object", "properties": {
                 "passenger_summary": {"type": "object", "properties": {
-                    **{k: _I for k in ("adults", "children", "seniors", "disabled")},
+                    **{k: _I for k in V.RIDER_KEYS},
                     "free_riders": {"type": "integer", "default": 0}}},
                 "line_items": {"type": "array", "items": {"type": "object", "properties": {
                     "rider_type": _S, "count": _I, "unit_fare": _N, "subtotal": _N, "currency": _S},
@@ -273,16 +275,15 @@ TOOLS: list[dict[str, Any]] = [
                 "currency": _S,
             }, "required": ["total", "currency"]},
             "kiosk_action": {"type": "object", "properties": {
-                "action": {"type": "string", "enum": ["display_info", "prompt_purchase", "block_purchase",
-                                                      "refer_to_staff"]},
-                "reason_code": {"type": "string", "enum": ["ok", "no_service", "invalid_request",
-                                                           "unsupported_request", "accessibility_issue",
-                                                           "policy_exception"]},
+                "action": _enum(V.ACTIONS),
+                "reason_code": _enum(V.REASON_CODES),
             }, "required": ["action", "reason_code"]},
             "advisory_banners": {"type": "array", "items": {"type": "object", "properties": {
-                "severity": {"type": "string", "enum": ["info", "warning", "critical", "positive"]},
+                "severity": _enum(V.BANNER_SEVERITIES),
                 "title": _S, "body": _S}, "required": ["severity", "title", "body"]}},
             "assistant_message": {**_S, "description": "what the kiosk says to the rider"},
             "reasoning": {**_S, "description": "a short account of how you decided"},
         }, ["outcome", "kiosk_action", "assistant_message"]),
-]
+}
+#: The seven functions offered to the model (OpenAI function format), in the vocabulary's order.
+TOOLS: list[dict[str, Any]] = [_fn(name, *_SCHEMAS[name]) for name in V.TOOLS]

@@ -31,6 +31,7 @@ from metrobench.data.models import Case
 from metrobench.kiosk.tools.dispatch import call_tool
 from metrobench.kiosk.tools.session import ToolSession
 from metrobench.transcripts.records import CaseRecord
+from metrobench.vocabulary import RIDER_KEYS
 
 MODEL_NAME = "rule-agent"
 ERROR_CHARS = 200  # the reference kept this much of a failed call's body
@@ -38,15 +39,14 @@ ERROR_CHARS = 200  # the reference kept this much of a failed call's body
 
 def parse_events(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The last origin, destination, passenger counts, free text and payment method."""
-    parsed: dict[str, Any] = {"origin": None, "destination": None, "adults": 0, "children": 0,
-                              "seniors": 0, "disabled": 0, "has_pax": False, "freetext": None,
-                              "payment_method": None}
+    parsed: dict[str, Any] = {"origin": None, "destination": None, **dict.fromkeys(RIDER_KEYS, 0),
+                              "has_pax": False, "freetext": None, "payment_method": None}
     for event in events:
         kind = event.get("type", "")
         if kind == "station_selected" and event.get("field") in ("origin", "destination"):
             parsed[event["field"]] = event.get("value")
         elif kind == "passenger_count_changed":
-            for key in ("adults", "children", "seniors", "disabled"):
+            for key in RIDER_KEYS:
                 parsed[key] = event.get(key, 0)
             parsed["has_pax"] = True
         elif kind == "freetext_input":
@@ -70,7 +70,7 @@ def fare_quote(fare: dict[str, Any], pax: dict[str, int]) -> dict[str, Any]:
             "subtotal": amount,
             "currency": item.get("currency", fare.get("currency", "USD")),
         })
-    riders = pax["adults"] + pax["children"] + pax["seniors"] + pax["disabled"]
+    riders = sum(pax[key] for key in RIDER_KEYS)
     summary = {**pax, "free_riders": max(0, riders - sum(i["count"] for i in items))}
     return {"passenger_summary": summary, "line_items": items,
             "discounts": fare.get("discounts", []), "total": fare["total"],
@@ -185,8 +185,9 @@ def decide(case: dict[str, Any], call: _Calls) -> dict[str, Any]:
                                             "destination": parsed["destination"]})
     if error:
         return _decline("request_declined", "invalid_request", f"Could not plan route: {error[:100]}")
-    pax = {"adults": parsed["adults"] if parsed["has_pax"] else 1, "children": parsed["children"],
-           "seniors": parsed["seniors"], "disabled": parsed["disabled"]}
+    pax = {key: parsed[key] for key in RIDER_KEYS}
+    if not parsed["has_pax"]:
+        pax["adults"] = 1
     fare_args: dict[str, Any] = {"route_id": planned["route_id"], "passengers": pax,
                                  "ticket_type": "single"}
     if parsed["payment_method"]:

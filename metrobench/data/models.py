@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
+
+from metrobench.vocabulary import CATEGORIES, RIDER_KEYS
 
 Number = Union[int, float]
 
@@ -219,12 +221,12 @@ class StationSelected(_Open):
     station_id: str | None = None
 
 
-class PassengerCountChanged(_Open):
-    type: Literal["passenger_count_changed"]
-    adults: int | None = None
-    children: int | None = None
-    seniors: int | None = None
-    disabled: int | None = None
+#: A change of the rider counts: one optional count per rider key of the vocabulary.
+PassengerCountChanged = create_model(
+    "PassengerCountChanged", __base__=_Open, __module__=__name__,
+    type=(Literal["passenger_count_changed"], ...),
+    **{key: (int | None, None) for key in RIDER_KEYS},
+)
 
 
 class PaymentMethodSelected(_Open):
@@ -294,7 +296,7 @@ class GroundTruth(_Open):
 class Case(_Open):
     id: str = Field(pattern=r"^[A-Z]+-[A-K]-\d{3}$")
     system: str
-    category: Literal["A", "B", "C", "D", "E", "F", "G", "H", "I", "J", "K"]
+    category: Literal[CATEGORIES]  # type: ignore[valid-type]  # the vocabulary's A-K
     difficulty: Literal["easy", "medium", "hard"]
     interaction_mode: str
     title: str

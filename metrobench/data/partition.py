@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from metrobench.atomic import write_text
 from metrobench.data.root import SPLIT_FILE, SYSTEMS
 from metrobench.errors import MetrobenchError
+from metrobench.vocabulary import CATEGORIES, SELECTIONS, WHOLE
 
 if TYPE_CHECKING:  # at run time only where used: every command's parser imports SELECTIONS from here
     from metrobench.data.loader import Benchmark
@@ -36,7 +37,6 @@ PINNED_HOLDOUT: tuple[str, ...] = (
 SPEC_VERSION = "v23-holdout75-seed42"
 #: The published split's settings: with them, the split must equal the committed split file.
 PAPER_SEED, PAPER_FRAC = 42, 0.25
-CATEGORIES = tuple("ABCDEFGHIJK")
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def build_partition(keys: list[CaseKey], *, seed: int = PAPER_SEED, frac: float 
 
     def summary(members: list[str]) -> dict[str, Any]:
         n_hold = sum(1 for i in members if i in holdout)
-        return {"all": len(members), "train": len(members) - n_hold, "holdout": n_hold,
+        return {WHOLE: len(members), "train": len(members) - n_hold, "holdout": n_hold,
                 "pct_holdout": _pct(n_hold, len(members))}
 
     per_system = {s: summary([k.id for k in keys if k.system == s]) for s in SYSTEMS}
@@ -133,7 +133,7 @@ def build_partition(keys: list[CaseKey], *, seed: int = PAPER_SEED, frac: float 
         "seed": seed,
         "frac_holdout": frac,
         "stratify_by": "system",
-        "totals": {"all": len(keys), "train": len(train), "holdout": len(holdout)},
+        "totals": {WHOLE: len(keys), "train": len(train), "holdout": len(holdout)},
         "per_system": per_system,
         "per_category": per_category,
         "per_cell": per_cell,
@@ -201,9 +201,6 @@ def partition_of(document: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-SELECTIONS = ("all", "train", "holdout")
-
-
 def load_split(bench: Benchmark, split: Path | str | None = None) -> dict[str, str]:
     """case id -> partition, from a split file (default: the benchmark's committed split)."""
     if split is None:
@@ -224,7 +221,7 @@ def select_cases(bench: Benchmark, system: str, selection: str,
     if selection not in SELECTIONS:
         raise MetrobenchError(f"unknown partition {selection!r}: use {', '.join(SELECTIONS)}")
     cases = bench.cases(system)
-    return cases if selection == "all" else [c for c in cases if partitions.get(c.id) == selection]
+    return cases if selection == WHOLE else [c for c in cases if partitions.get(c.id) == selection]
 
 
 def sample_cases(cases: list[Case], n: int, system: str) -> list[Case]:

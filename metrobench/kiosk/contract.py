@@ -5,9 +5,10 @@ FastAPI endpoint parses it (unknown fields ignored, pydantic's lax coercion, so
 ``"1"`` is accepted for ``transfers``), then checked in a fixed order, each
 failure a 422 with a plain-string detail (reference spec §5.9):
 
-1. ``outcome`` in :data:`OUTCOMES`          -> ``Invalid outcome: <x>``
-2. ``kiosk_action.action`` in :data:`ACTIONS` -> ``Invalid action: <x>``
-3. ``kiosk_action.reason_code`` in :data:`REASON_CODES` -> ``Invalid reason_code: <x>``
+1. ``outcome`` in :data:`~metrobench.vocabulary.OUTCOMES`    -> ``Invalid outcome: <x>``
+2. ``kiosk_action.action`` in :data:`~metrobench.vocabulary.ACTIONS` -> ``Invalid action: <x>``
+3. ``kiosk_action.reason_code`` in :data:`~metrobench.vocabulary.REASON_CODES`
+   -> ``Invalid reason_code: <x>``
 4. a route for ``route_and_fare_ready`` / ``advisory_only``
 5. a fare quote for ``route_and_fare_ready``
 6. every ``route.stops`` entry a known station id of the case's system
@@ -25,13 +26,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 
-OUTCOMES = frozenset({"route_and_fare_ready", "advisory_only", "service_unavailable",
-                      "request_declined", "policy_answer_only"})
-ACTIONS = frozenset({"display_info", "prompt_purchase", "block_purchase", "refer_to_staff"})
-REASON_CODES = frozenset({"ok", "no_service", "invalid_request", "unsupported_request",
-                          "accessibility_issue", "policy_exception"})
-BANNER_SEVERITIES = ("info", "warning", "critical", "positive")
-OUTCOMES_NEEDING_ROUTE = ("route_and_fare_ready", "advisory_only")
+from metrobench.vocabulary import ACTIONS, OUTCOMES, OUTCOMES_NEEDING_ROUTE, REASON_CODES
 
 
 class RouteInfo(BaseModel):

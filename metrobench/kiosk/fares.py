@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metrobench.data.models import Discount, FareRules
-
-RIDER_KEYS = ("adults", "children", "seniors", "disabled")
+from metrobench.vocabulary import RIDER_KEYS
 
 
 class FareError(ValueError):

@@ -1,34 +1,34 @@
 """The sixteen components computed without a judge (spec §7.3), one function each.
 
 Every function takes a :class:`CaseView` and returns ``(raw score, reason)``;
-the caller clamps to the case's maximum. The arithmetic, the order of the
-checks and the quirks are the reference scorer's, so the default scores equal
-its scores case for case. Corrections of its known defects (spec §13) are
+the caller clamps to the case's maximum. Each is declared with its name, tier
+and default maximum by :func:`~metrobench.scoring.registry.component`. The
+arithmetic, the order of the checks and the quirks are the reference scorer's,
+so the default scores equal its scores case for case. Corrections of its known defects (spec §13) are
 opt-in errata, tested here by name (see :mod:`metrobench.scoring.errata`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from metrobench.kiosk.contract import REASON_CODES
+from metrobench import vocabulary as V
 from metrobench.scoring import errata as E
 from metrobench.scoring.coerce import as_dict, as_list, as_number, as_text
+from metrobench.scoring.registry import component, spec
 
 #: Disruption types the scorer treats as a full suspension when critical (the reference's set).
 FULL_SUSPENSION_TYPES = frozenset({"hurricane_warning", "sandstorm_warning", "typhoon_warning",
                                    "polar_vortex"})
-VALID_TOOLS = frozenset({"route_planner", "fare_calculator", "station_info", "disruption_feed",
-                         "knowledge_base", "line_info", "submit_assistant_state"})
-PLANNING_TOOLS = frozenset({"route_planner", "fare_calculator", "station_info", "disruption_feed"})
+VALID_TOOLS = frozenset(V.TOOLS)
+PLANNING_TOOLS = frozenset(V.PLANNING_TOOLS)
 WRONG_CARD_TERMS = ("metro card", "oyster", "octopus", "suica")
 ACCESSIBILITY_ALARMS = ("elevator out", "not accessible", "no elevator", "elevator closed",
                         "step-free unavailable", "accessibility issue", "accessibility problem")
-PAX_KEYS = ("adults", "children", "seniors", "disabled", "free_riders")
+PAX_KEYS = V.PASSENGER_SUMMARY_KEYS
 
 Score = tuple[float, str]
 
@@ -74,6 +74,7 @@ class CaseView:
     currency_symbol: str
     smartcard: str
     errata: frozenset[str] = field(default_factory=frozenset)
+    facts: str = ""  # the operator facts the fabrication judge is shown (rubrics.system_facts)
 
     @property
     def gt(self) -> dict[str, Any]:
@@ -82,6 +83,11 @@ class CaseView:
     @property
     def scoring(self) -> dict[str, Any]:
         return self.case.get("scoring", {})
+
+    def maximum(self, name: str) -> float:
+        """Component ``name``'s maximum here: the case's ``scoring`` value, else its declared default."""
+        default = spec(name).max_points
+        return self.scoring[name] if default is None else self.scoring.get(name, default)
 
     @property
     def tolerances(self) -> dict[str, Any]:
@@ -133,12 +139,20 @@ def _no_service_omission(view: CaseView, key: str, maximum: float, what: str) ->
     return 0, f"Should not include {what} during full suspension"
 
 
-def route_correct(view: CaseView) -> Score:
-    maximum = view.scoring["route_correct"]
+def _nothing_to_compare(view: CaseView, name: str, key: str, what: str) -> Score | None:
+    """Route's and fare's score when there is nothing to compare: no service, or no parseable answer."""
     if view.full_suspension or view.temporal_no_service:
-        return _no_service_omission(view, "route", maximum, "route")
+        return _no_service_omission(view, key, view.maximum(name), what)
     if not view.response:
         return 0, "No parseable response"
+    return None
+
+
+@component("route_correct", tier=1)
+def route_correct(view: CaseView) -> Score:
+    early = _nothing_to_compare(view, "route_correct", "route", "route")
+    if early is not None:
+        return early
     quoted = view.ui.get("route", {})
     gt_route = view.gt.get("route") or {}
     if not gt_route:
@@ -195,12 +209,11 @@ def _advisory_fare_waived(view: CaseView) -> bool:
     return view.has(E.ADVISORY_FARE) and _advisory_only_as_expected(view) and not view.ui.get("fare_quote")
 
 
+@component("fare_correct", tier=1)
 def fare_correct(view: CaseView) -> Score:
-    maximum = view.scoring["fare_correct"]
-    if view.full_suspension or view.temporal_no_service:
-        return _no_service_omission(view, "fare_quote", maximum, "fare")
-    if not view.response:
-        return 0, "No parseable response"
+    early = _nothing_to_compare(view, "fare_correct", "fare_quote", "fare")
+    if early is not None:
+        return early
     fare = as_dict(view.ui.get("fare_quote") or {})
     gt_fare = view.gt.get("fare") or {}
     if not gt_fare:
@@ -238,6 +251,7 @@ def _needs_reroute(gt: dict[str, Any]) -> bool:
     return post.get("alternative_route") is not None and not post.get("route_still_valid", True)
 
 
+@component("tool_calls_correct", tier=1, max_points=10)
 def tool_calls_correct(view: CaseView) -> Score:
     if not view.calls:
         return 0, "No tool calls made"
@@ -302,8 +316,9 @@ def tool_calls_correct(view: CaseView) -> Score:
     return 2, f"Called {sorted(called)}, expected {sorted(expected)}"
 
 
+@component("no_tool_hallucination", tier=1, max_points=10)
 def no_tool_hallucination(view: CaseView) -> Score:
-    maximum = view.scoring.get("no_tool_hallucination", 10)
+    maximum = view.maximum("no_tool_hallucination")
     traps = set(view.gt.get("hallucination_traps", []) or [])
     if traps:
         trapped = [call["name"] for call in view.calls if call["name"] in traps]
@@ -315,6 +330,7 @@ def no_tool_hallucination(view: CaseView) -> Score:
     return maximum, "No hallucinated tools"
 
 
+@component("renderable_state_validity", tier=1, max_points=5)
 def renderable_state_validity(view: CaseView) -> Score:
     response = view.response
     if response is None:
@@ -349,6 +365,7 @@ def _admissible_outcomes(view: CaseView) -> list[Any]:
     return admissible
 
 
+@component("outcome_correct", tier=1)
 def outcome_correct(view: CaseView) -> Score:
     if not view.response:
         return 0, "No response"
@@ -362,6 +379,7 @@ def outcome_correct(view: CaseView) -> Score:
     return 0, f"Wrong outcome: {outcome!r}, expected {expected!r}"
 
 
+@component("purchase_gate_correct", tier=1)
 def purchase_gate_correct(view: CaseView) -> Score:
     if not view.response:
         return 0, "No response"
@@ -378,7 +396,7 @@ def purchase_gate_correct(view: CaseView) -> Score:
             admissible_reasons.append("no_service")
         if view.category == "F":
             admissible_reasons.append("policy_exception")
-    if view.has(E.UNATTAINABLE_REASON) and expected_reason not in REASON_CODES:
+    if view.has(E.UNATTAINABLE_REASON) and expected_reason not in V.REASON_CODES:
         admissible_reasons.append("accessibility_issue")
     score, notes = 0.0, []
     if action == expected_action:
@@ -400,6 +418,7 @@ def purchase_gate_correct(view: CaseView) -> Score:
     return score, "; ".join(notes)
 
 
+@component("fare_breakdown_correct", tier=1)
 def fare_breakdown_correct(view: CaseView) -> Score:
     if not view.response:
         return 0, "No response"
@@ -463,6 +482,7 @@ def _passenger_field(want: Any, got: Any) -> tuple[bool, bool]:
     return False, False
 
 
+@component("passenger_summary_correct", tier=1)
 def passenger_summary_correct(view: CaseView) -> Score:
     if not view.response:
         return 0, "No response"
@@ -490,6 +510,7 @@ def _required_terms(case: dict[str, Any]) -> set[str]:
     return {str(term).lower() for term in must.get("must_mention", []) or []}
 
 
+@component("framebook_conformance", tier=2, max_points=5)
 def framebook_conformance(view: CaseView) -> Score:
     if not view.response:
         return 0, "No response"
@@ -513,6 +534,7 @@ def framebook_conformance(view: CaseView) -> Score:
     return max(0, min(5, score)), "; ".join(notes) or "OK"
 
 
+@component("disruption_detected", tier=1)
 def disruption_detected(view: CaseView) -> Score:
     if "disruption_feed" in view.called:
         return 15, "Called disruption_feed"
@@ -524,6 +546,7 @@ def disruption_detected(view: CaseView) -> Score:
     return 0, "Disruption not detected"
 
 
+@component("advisory_issued", tier=1)
 def advisory_issued(view: CaseView) -> Score:
     if not view.response:
         return 0, "No response"
@@ -537,6 +560,7 @@ def advisory_issued(view: CaseView) -> Score:
     return 5, f"Advisory issued but severity mismatch: {severities} vs expected {expected}"
 
 
+@component("accessibility_accuracy", tier=2)
 def accessibility_accuracy(view: CaseView) -> Score:
     score, notes = 0.0, []
     if any(call["name"] == "station_info"
@@ -574,8 +598,9 @@ def accessibility_accuracy(view: CaseView) -> Score:
     return score, "; ".join(notes) or "OK"
 
 
+@component("cultural_accuracy", tier=1)
 def cultural_accuracy(view: CaseView) -> Score:
-    maximum = view.scoring["cultural_accuracy"]
+    maximum = view.maximum("cultural_accuracy")
     keywords = view.gt.get("cultural_response", {}).get("must_mention", [])
     if not keywords:
         return maximum, "No must_mention keywords specified"
@@ -591,6 +616,7 @@ def cultural_accuracy(view: CaseView) -> Score:
     return maximum * len(found) / len(keywords), f"{len(found)}/{len(keywords)} present (missing: {missing})"
 
 
+@component("context_update_detected", tier=1)
 def context_update_detected(view: CaseView) -> Score:
     if not view.calls:
         return 0, "No tool calls"
@@ -606,6 +632,7 @@ def context_update_detected(view: CaseView) -> Score:
     return 2, "Multiple submissions but no re-planning between them"
 
 
+@component("re_planning_efficiency", tier=1)
 def re_planning_efficiency(view: CaseView) -> Score:
     case_id = view.case.get("id", "")
     category = case_id.split("-")[1] if "-" in case_id else ""
@@ -646,23 +673,3 @@ def re_planning_efficiency(view: CaseView) -> Score:
                    f"fare={'OK' if fare_ok else 'MISS'}")
     return 0, f"No re-planning ({planner} route, {fares} fare calls)"
 
-
-#: Deterministic components by name.
-DETERMINISTIC: dict[str, Callable[[CaseView], Score]] = {
-    "route_correct": route_correct,
-    "fare_correct": fare_correct,
-    "tool_calls_correct": tool_calls_correct,
-    "no_tool_hallucination": no_tool_hallucination,
-    "renderable_state_validity": renderable_state_validity,
-    "outcome_correct": outcome_correct,
-    "purchase_gate_correct": purchase_gate_correct,
-    "fare_breakdown_correct": fare_breakdown_correct,
-    "passenger_summary_correct": passenger_summary_correct,
-    "framebook_conformance": framebook_conformance,
-    "disruption_detected": disruption_detected,
-    "advisory_issued": advisory_issued,
-    "accessibility_accuracy": accessibility_accuracy,
-    "cultural_accuracy": cultural_accuracy,
-    "context_update_detected": context_update_detected,
-    "re_planning_efficiency": re_planning_efficiency,
-}

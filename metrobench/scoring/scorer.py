@@ -2,7 +2,8 @@
 
 Which components a case has is decided by its ``scoring`` dict alone, except
 four that every case gets (with a default maximum where the dict lacks them);
-each score is clamped to its maximum (spec §7.2). Judged components are
+each score is clamped to its maximum (spec §7.2). The components, their tiers
+and those defaults are declared in :mod:`metrobench.scoring.registry`. Judged components are
 collected over the whole run first and sent to the judge together, so a
 concurrent backend is used fully and cached judgments cost nothing.
 """
@@ -16,33 +17,17 @@ from typing import Any
 
 from metrobench.data.loader import SystemData, read_yaml
 from metrobench.scoring.coerce import response_of, tool_calls_of
-from metrobench.scoring.components import DETERMINISTIC, CaseView
+from metrobench.scoring.components import CaseView
 from metrobench.scoring.judge import Judge
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
-from metrobench.scoring.rubrics import JUDGED, JudgeTask, judge_task, system_facts
+from metrobench.scoring.registry import ComponentSpec, components, spec
+from metrobench.scoring.rubrics import JudgeTask, system_facts
 from metrobench.transcripts.records import CaseRecord
-
-#: Components in the order the reference adds them to a case's breakdown (sums follow it).
-COMPONENTS: tuple[str, ...] = (
-    "route_correct", "fare_correct", "tool_calls_correct", "no_tool_hallucination",
-    "renderable_state_validity", "outcome_correct", "purchase_gate_correct",
-    "fare_breakdown_correct", "passenger_summary_correct", "framebook_conformance",
-    "disruption_detected", "advisory_issued", "advisory_content_correct",
-    "accessibility_accuracy", "policy_acknowledged", "cultural_accuracy",
-    "context_update_detected", "re_planning_efficiency", "safety_response_quality",
-    "no_data_fabrication", "temporal_accuracy", "scope_adherence",
-)
-ORDER = {name: index for index, name in enumerate(COMPONENTS)}
-TIER2 = frozenset({"framebook_conformance", "advisory_content_correct", "policy_acknowledged",
-                   "temporal_accuracy", "safety_response_quality", "no_data_fabrication",
-                   "accessibility_accuracy", "scope_adherence"})
-#: Scored in every case, with these maxima where the case's scoring dict is silent.
-ALWAYS: dict[str, float] = {"tool_calls_correct": 10, "no_tool_hallucination": 10,
-                            "renderable_state_validity": 5, "framebook_conformance": 5}
 
 
 def tier_of(component: str) -> int:
-    return 2 if component in TIER2 else 1
+    """The tier component ``component`` is declared with."""
+    return spec(component).tier
 
 
 @dataclass
@@ -73,16 +58,21 @@ class CaseScore:
                                                   for c in self.components], fill=fill)
 
 
-def applicable(case: dict[str, Any]) -> list[tuple[str, float]]:
+def applicable_specs(case: dict[str, Any]) -> list[tuple[ComponentSpec, float]]:
     """(component, max) for the components this case is scored on, in breakdown order."""
     scoring = case.get("scoring", {})
     out = []
-    for name in COMPONENTS:
-        if name in scoring:
-            out.append((name, scoring[name]))
-        elif name in ALWAYS:
-            out.append((name, ALWAYS[name]))
+    for c in components():
+        if c.name in scoring:
+            out.append((c, scoring[c.name]))
+        elif c.max_points is not None:
+            out.append((c, c.max_points))
     return out
+
+
+def applicable(case: dict[str, Any]) -> list[tuple[str, float]]:
+    """(component name, max) for the components this case is scored on, in breakdown order."""
+    return [(c.name, maximum) for c, maximum in applicable_specs(case)]
 
 
 class Scorer:
@@ -101,16 +91,17 @@ class Scorer:
         return CaseView(case=case, response=response_of(record.response),
                         raw_content=record.raw_content, calls=tool_calls_of(record.tool_calls_made),
                         currency_symbol=framebook.currency_symbol,
-                        smartcard=framebook.terminology.smartcard, errata=self.errata)
+                        smartcard=framebook.terminology.smartcard, errata=self.errata, facts=self.facts)
 
     def score_case(self, case: dict[str, Any], record: CaseRecord,
                    pending: list[tuple[ComponentScore, JudgeTask]]) -> CaseScore:
         """Score one case; judge calls it needs are appended to ``pending``."""
         view = self._view(case, record)
         result = CaseScore(case["id"], case.get("category", ""), error=record.error)
-        for name, maximum in applicable(case):
-            if name in JUDGED:
-                outcome = judge_task(name, case, view.response, view.text, view.calls, self.facts)
+        for component, maximum in applicable_specs(case):
+            name = component.name
+            outcome = component.function(view)
+            if component.judged:
                 if self.judge is None:
                     entry = ComponentScore(name, None, maximum, "not judged (--judge none)")
                 elif isinstance(outcome, JudgeTask):
@@ -120,7 +111,7 @@ class Scorer:
                     raw, reason = outcome
                     entry = ComponentScore(name, min(raw, maximum), maximum, reason, judged=True)
             else:
-                raw, reason = DETERMINISTIC[name](view)
+                raw, reason = outcome
                 entry = ComponentScore(name, min(raw, maximum), maximum, reason)
             result.components.append(entry)
         return result

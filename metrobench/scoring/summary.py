@@ -18,8 +18,9 @@ from metrobench.errors import MetrobenchError
 from metrobench.scoring.metrics import TABLE_ORDER, Headline, headline
 from metrobench.scoring.store import totals_from_table
 from metrobench.transcripts.records import MISSING
+from metrobench.vocabulary import REPORT_PARTITIONS, is_whole
 
-PARTITIONS = ("holdout", "train", "full")
+PARTITIONS = REPORT_PARTITIONS
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class ModelSummary:
 def _rows_of(table: pa.Table, partition: str) -> pa.Table:
     if partition not in PARTITIONS:
         raise MetrobenchError(f"unknown partition {partition!r}: use {', '.join(PARTITIONS)}")
-    if partition == "full":
+    if is_whole(partition):
         return table
     return table.filter(pc.equal(table.column("partition"), partition))
 

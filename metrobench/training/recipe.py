@@ -27,7 +27,6 @@ class Recipe(BaseModel):
 
     size: str
     base: str                       # Hugging Face id, local folder, local .gguf, or "tiny-qwen3"
-    tokenizer: str | None = None    # where the tokenizer comes from, if not the base
     load_in_4bit: bool = True       # NF4 with double quantisation
     lora_r: int = 16
     lora_alpha: int = 32

@@ -163,7 +163,7 @@ def load_tokenizer(spec: str):
 
 def recipe_reports(recipes: list[Path], examples: list[dict[str, Any]], *,
                    tokenizer: str | None = None) -> list[TokenReport]:
-    """One report per recipe file (named by its stem), each with its own tokenizer unless ``tokenizer`` is given.
+    """One report per recipe file (named by its stem), each with its base's tokenizer unless ``tokenizer`` is given.
 
     Recipes sharing a tokenizer are measured once: rendering ~700 long traces is
     the slow part, and each recipe's view is only arithmetic on those spans.
@@ -175,7 +175,7 @@ def recipe_reports(recipes: list[Path], examples: list[dict[str, Any]], *,
     out = []
     for path in recipes:
         recipe = load_recipe(path)
-        source = tokenizer or recipe.tokenizer or recipe.base
+        source = tokenizer or recipe.base
         if source not in tokenizers:
             tokenizers[source] = load_tokenizer(source)
         key = (source, recipe.tool_schemas)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from metrobench.kiosk.contract import BANNER_SEVERITIES
 from metrobench.transcripts.records import CaseRecord
 from metrobench.viewer.html import esc, pretty
+from metrobench.vocabulary import BANNER_SEVERITIES
 
 #: What the kiosk's button says for each action.
 ACTION_LABELS = {

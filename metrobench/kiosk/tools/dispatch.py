@@ -15,41 +15,42 @@ same status and body for the same call:
 
 ``text`` is the body as the HTTP server sends it (compact JSON, non-ASCII kept),
 which is what the reference runner recorded as a failed call's ``error``.
+
+The tools are the vocabulary's (:data:`metrobench.vocabulary.TOOLS`), each the
+function of that name in :mod:`~metrobench.kiosk.tools.functions`, validated
+with the request model its second parameter is annotated with: one spelling of
+each name and each model, so the table cannot drift from them.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from metrobench.kiosk.contract import TerminalState
+from metrobench import vocabulary
 from metrobench.kiosk.tools import functions
-from metrobench.kiosk.tools.schemas import (
-    DisruptionFeedRequest,
-    FareCalculatorRequest,
-    KnowledgeBaseRequest,
-    LineInfoRequest,
-    RoutePlannerRequest,
-    StationInfoRequest,
-)
 from metrobench.kiosk.tools.session import ToolSession
 
-#: Tool name -> (request model, implementation).
-TOOLS: dict[str, tuple[type[BaseModel], Callable[[ToolSession, Any], dict[str, Any]]]] = {
-    "route_planner": (RoutePlannerRequest, functions.route_planner),
-    "fare_calculator": (FareCalculatorRequest, functions.fare_calculator),
-    "station_info": (StationInfoRequest, functions.station_info),
-    "line_info": (LineInfoRequest, functions.line_info),
-    "disruption_feed": (DisruptionFeedRequest, functions.disruption_feed),
-    "knowledge_base": (KnowledgeBaseRequest, functions.knowledge_base),
-    "submit_assistant_state": (TerminalState, functions.submit_assistant_state),
-}
-TOOL_NAMES = tuple(TOOLS)
+Implementation = Callable[[ToolSession, Any], dict[str, Any]]
+
+
+def _tool(name: str) -> tuple[type[BaseModel], Implementation]:
+    """(request model, implementation) of tool ``name``: the function and its annotated request."""
+    implementation = getattr(functions, name)
+    request = list(inspect.signature(implementation).parameters)[1]
+    return typing.get_type_hints(implementation)[request], implementation
+
+
+#: Tool name -> (request model, implementation), in the vocabulary's order.
+TOOLS: dict[str, tuple[type[BaseModel], Implementation]] = {name: _tool(name) for name in vocabulary.TOOLS}
+TOOL_NAMES = vocabulary.TOOLS
 
 # Paths the reference server answered only to GET: POSTing to them gave 405.
 _GET_ONLY = re.compile(r"^(health|verify|verify_data\.json|annotate|simulator|systems|stations/[^/]+)$")

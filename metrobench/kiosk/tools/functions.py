@@ -43,6 +43,7 @@ from metrobench.kiosk.tools.schemas import (
     StopInfo,
 )
 from metrobench.kiosk.tools.session import ToolSession
+from metrobench.vocabulary import RIDER_KEYS
 
 INTERNAL_SERVER_ERROR = "Internal Server Error"
 
@@ -115,8 +116,7 @@ def fare_calculator(session: ToolSession, req: FareCalculatorRequest) -> dict[st
     pax = req.passengers
     try:
         quote = session.fares.quote(
-            {"adults": pax.adults, "children": pax.children, "seniors": pax.seniors,
-             "disabled": pax.disabled},
+            {key: getattr(pax, key) for key in RIDER_KEYS},
             ticket_type=req.ticket_type,
             payment_method=req.payment_method,
             distance_miles=cached.get("distance_miles"),

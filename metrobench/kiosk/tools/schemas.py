@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
-VALID_QUERY_TYPES = frozenset({"accessibility", "facilities", "exits", "connections", "real_time_status"})
+from metrobench.vocabulary import RIDER_KEYS, STATION_QUERY_TYPES
+
+VALID_QUERY_TYPES = frozenset(STATION_QUERY_TYPES)
 
 
 class StationRestriction(BaseModel):
@@ -54,11 +56,11 @@ class RoutePlannerResponse(BaseModel):
     line_sequence: list[str]
 
 
-class PassengerCounts(BaseModel):
-    adults: int = Field(default=0, ge=0)
-    children: int = Field(default=0, ge=0)
-    seniors: int = Field(default=0, ge=0)
-    disabled: int = Field(default=0, ge=0)
+#: One non-negative count per rider key of the vocabulary, 0 when absent.
+PassengerCounts = create_model(
+    "PassengerCounts", __module__=__name__,
+    **{key: (int, Field(default=0, ge=0)) for key in RIDER_KEYS},
+)
 
 
 class FareCalculatorRequest(BaseModel):
