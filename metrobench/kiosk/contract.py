@@ -54,8 +54,10 @@ class FareQuoteInfo(BaseModel):
 
 
 class KioskAction(BaseModel):
-    action: str
-    reason_code: str
+    """What the kiosk does next and why (checked against the vocabulary after parsing, spec §5.9)."""
+
+    action: str = Field(description="one of vocabulary.ACTIONS, e.g. prompt_purchase")
+    reason_code: str = Field(description="one of vocabulary.REASON_CODES, e.g. ok")
 
 
 class TerminalState(BaseModel):
