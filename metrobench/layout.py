@@ -106,9 +106,14 @@ def scores_root(tier1: bool = False, root: str = RESULTS) -> str:
     return f"{root}/scores{'-tier1' if tier1 else ''}"
 
 
+def score_partition(scores_dir: str, model: str, system: str) -> str:
+    """One run's scores inside a scores folder: the Hive partition ``model=M/system=S``."""
+    return f"{scores_dir}/model={model}/system={system}/part.parquet"
+
+
 def scores_path(model: str, system: str, tier1: bool = False, root: str = RESULTS) -> str:
     """One run's scores, a partition of the Parquet dataset under :func:`scores_root`."""
-    return f"{scores_root(tier1, root)}/model={model}/system={system}/part.parquet"
+    return score_partition(scores_root(tier1, root), model, system)
 
 
 def summary_path(model: str, root: str = RESULTS) -> str:

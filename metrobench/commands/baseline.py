@@ -42,8 +42,9 @@ def cmd_rule_agent(args: argparse.Namespace) -> int:
     for system in systems:
         selection, cases = _run_selection(argparse.Namespace(**{**vars(args), "system": system}), bench)
         records = list(run_cases(bench.system(system), cases, model=args.model))
+        recorded = selection.to_meta()
         for record in records:
-            record.meta["selection"] = selection.to_meta()
+            record.meta["selection"] = recorded
         out = Path(args.out.replace("{system}", system))
         write_transcript(out, records)
         failed = sum(1 for r in records if r.error)

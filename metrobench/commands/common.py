@@ -1,6 +1,6 @@
 """What several stages share: argument types, common options, study and model configs, case selection.
 
-Contract: importing this module costs nothing beyond argparse and pathlib (every
+Contract: importing this module costs nothing beyond argparse (every
 other import sits inside a function), and every failure it reports is a
 :class:`~metrobench.errors.MetrobenchError` naming the file, flag or case.
 """
@@ -8,7 +8,6 @@ other import sits inside a function), and every failure it reports is a
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from metrobench.errors import MetrobenchError
 
@@ -89,15 +88,9 @@ def _verified_bench(args: argparse.Namespace) -> Benchmark:
 def load_study_config(paths: list[str] | None) -> dict:
     """Study config files merged in order as a plain mapping, unvalidated (``metrobench doctor``
     reads it so that it can report on a study it could not load)."""
-    from metrobench.data.loader import read_yaml
-    from metrobench.study import merge
+    from metrobench.study import merge_sources, read_sources
 
-    config: dict = {}
-    for path in paths or []:
-        if not Path(path).is_file():
-            raise MetrobenchError(f"{path}: no such config file")
-        config = merge(config, read_yaml(Path(path)) or {})
-    return config
+    return merge_sources(read_sources(paths))
 
 
 def load_study(paths: list[str] | None) -> StudyConfig:

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 
 from metrobench.commands.common import Subparsers, _add_data, _bench, load_study
+from metrobench.vocabulary import REPORT_PARTITIONS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def _add_stats(sub: Subparsers[argparse.ArgumentParser]) -> None:
     stats_sub = p.add_subparsers(dest="stats_command", required=True, metavar="STAT")
     q = stats_sub.add_parser("bootstrap", help="per-model bootstrap CIs of Tier 1 and composite")
     q.add_argument("--scores", required=True, metavar="DIR")
-    q.add_argument("--partition", default="holdout", choices=("holdout", "train", "full"))
+    q.add_argument("--partition", default="holdout", choices=REPORT_PARTITIONS)
     q.add_argument("--n-resamples", type=int, default=5000)
     q.add_argument("--seed", type=int, default=42)
     q.add_argument("--out", required=True, help="CSV")

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from metrobench.commands.common import Subparsers, _add_data, _add_selection, _add_verify, _verified_bench
+from metrobench.vocabulary import REPORT_PARTITIONS
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -70,7 +71,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 def _add_summary(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("summary", help="per-system and headline Tier 1 / composite from Parquet scores")
     p.add_argument("--scores", required=True, metavar="DIR")
-    p.add_argument("--partition", default="holdout", choices=("holdout", "train", "full"))
+    p.add_argument("--partition", default="holdout", choices=REPORT_PARTITIONS)
     p.add_argument("--model", action="append", help="only this model (repeatable)")
     p.set_defaults(func=cmd_summary)
 

@@ -22,7 +22,7 @@ from typing import Any
 from metrobench.data.loader import Benchmark
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, read_utf8
-from metrobench.kiosk.sessions import DEFAULT_SESSION, SessionStore
+from metrobench.kiosk.sessions import SessionStore
 from metrobench.kiosk.tools import call_tool
 
 
@@ -34,8 +34,7 @@ class Replayer:
 
     def call(self, tool: str, args: dict[str, Any], case_id: str | None) -> dict[str, Any]:
         if tool == "set_disruptions":
-            target = case_id or args.get("case_id") or None
-            self.store.set_disruptions(None if target == DEFAULT_SESSION else target,
+            self.store.set_disruptions(case_id or args.get("case_id") or None,
                                        args.get("system"), args.get("disruptions", []))
             return {"tool": tool, "args": args, "status": 200, "body": {"ok": True}}
         answer = call_tool(self.store.get(case_id), tool, args)

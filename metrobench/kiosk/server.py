@@ -78,7 +78,7 @@ def create_app(bench: Benchmark, system: str) -> FastAPI:
     @app.post("/set_disruptions")
     async def set_disruptions(request: Request) -> Response:
         payload = _disruptions_request(await _json_object(request))
-        store.set_disruptions(payload.get("case_id", DEFAULT_SESSION), payload.get("system") or None,
+        store.set_disruptions(payload.get("case_id"), payload.get("system") or None,
                               payload.get("disruptions", []))
         return Response(render({"ok": True}), media_type="application/json")
 

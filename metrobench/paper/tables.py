@@ -33,12 +33,11 @@ from metrobench.stats.bootstrap import (
     seed_spread,
 )
 from metrobench.stats.cases import Cases
+from metrobench.vocabulary import CATEGORIES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from metrobench.study import StudyConfig
-
-CATEGORIES = list("ABCDEFGHIJK")
 
 
 class Skip(Exception):

@@ -17,13 +17,14 @@ from metrobench.data.loader import Benchmark
 from metrobench.data.models import Case
 from metrobench.data.root import SYSTEM_BY_PREFIX, SYSTEMS
 from metrobench.errors import MetrobenchError
-from metrobench.data.partition import load_split, sample_cases, select_cases
+from metrobench.data.partition import load_split
 from metrobench.scoring.judge import Judge
 from metrobench.scoring.scorer import CaseScore, Scorer
 from metrobench.scoring.names import check_name
 from metrobench.scoring.store import write_scores
-from metrobench.transcripts.selection import overridden, recorded_selection, split_digest
+from metrobench.transcripts.selection import Selection, overridden, recorded_selection, split_digest
 from metrobench.transcripts.records import MISSING, Run, read_run
+from metrobench.vocabulary import WHOLE
 
 def record_systems(run: Run) -> Counter:
     """How many records of ``run`` belong to each system (by field, else by case-id prefix)."""
@@ -61,12 +62,13 @@ def _cases_of(bench: Benchmark, run: Run, system: str, selection: str | None, sa
     recorded = recorded_selection(run)
     if recorded is not None and recorded.system != system:
         raise MetrobenchError(f"{run.path}: the run's cases were chosen from {recorded.system}, not {system}")
-    if recorded is not None and not overridden(recorded, selection, sample, split_digest(partitions),
-                                               str(run.path)):
+    split = split_digest(partitions)
+    if recorded is not None and not overridden(recorded, selection, sample, split, str(run.path)):
         return recorded.resolve(bench, partitions)
-    cases = select_cases(bench, system, selection or (recorded.partition if recorded else "all"), partitions)
-    sample = sample if sample is not None else (recorded.sample if recorded else None)
-    return sample_cases(cases, sample, system) if sample else cases
+    # the flags, each one not given taken from the run's record (else the whole system)
+    flags = Selection(system=system, partition=selection or (recorded.partition if recorded else WHOLE),
+                      split=split, sample=sample if sample is not None else (recorded.sample if recorded else None))
+    return flags.resolve(bench, partitions)
 
 
 @dataclass

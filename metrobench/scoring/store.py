@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from metrobench import layout
 from metrobench.atomic import atomic_open
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.names import check_name
@@ -45,8 +46,8 @@ SCHEMA = pa.schema([pa.field("model", pa.string(), nullable=False),
 
 
 def partition_path(out: Path, model: str, system: str) -> Path:
-    return Path(out) / f"model={check_name('model', model)}" / f"system={check_name('system', system)}" \
-        / "part.parquet"
+    """Where one run's scores go under ``out`` (:func:`metrobench.layout.score_partition`), names checked."""
+    return Path(layout.score_partition(str(out), check_name("model", model), check_name("system", system)))
 
 
 def to_table(scores: Sequence[CaseScore], partitions: dict[str, str]) -> pa.Table:

@@ -34,8 +34,8 @@ from metrobench.atomic import atomic_open, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import TOOLS, system_prompt, user_message
 from metrobench.transcripts.records import CaseRecord, read_run
+from metrobench.vocabulary import CATEGORIES
 
-CATEGORIES = "ABCDEFGHIJK"
 
 
 class HeldOutLeak(MetrobenchError):
