@@ -37,6 +37,6 @@ rule all:
         layout.summary_path("rule-agent"),
         expand(
             layout.summary_path("{model}"),
-            model=config.get("bench", {}).get("run", []),
+            model=STUDY.bench.run,
         ),
-        config.get("report", {}).get("targets", []),
+        STUDY.report.targets,

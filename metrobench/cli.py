@@ -21,7 +21,7 @@ from metrobench.commands.common import (  # noqa: F401
     _model_config,
     _study_model,
     _with_gguf,
-    load_study_config,
+    load_study,
 )
 from metrobench.errors import MetrobenchError
 

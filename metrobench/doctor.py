@@ -13,7 +13,9 @@ check fails, i.e. when the configured study cannot run here. The checks:
 * torch, the CUDA device and its free memory, the bitsandbytes backend;
 * free disk under ``results/``;
 * API keys of the configured hosted models and judge — the names only, never a value;
-* the benchmark root and its pinned SHA-256 digests.
+* the benchmark root and its pinned SHA-256 digests;
+* the study config itself: one that does not validate is a failure, reported
+  beside the checks that need no config.
 
 Which checks fail rather than warn depends on the study config: a study with
 local models needs llama.cpp and llama-server, one with students needs torch
@@ -31,9 +33,12 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from metrobench.errors import MetrobenchError
+
+if TYPE_CHECKING:
+    from metrobench.study import StudyConfig
 
 PACKAGES = ("metrobench", "pydantic", "pyarrow", "pandas", "snakemake", "openai", "anthropic",
             "llama_cpp_python", "torch", "transformers", "peft", "trl", "bitsandbytes")
@@ -65,13 +70,13 @@ class StudyNeeds:
     data_path: str | None = None
 
 
-def study_needs(config: dict[str, Any]) -> StudyNeeds:
+def study_needs(study: StudyConfig) -> StudyNeeds:
     """Read the study config for what it will run (model configs and recipes in files too)."""
     from metrobench.agents.runner.config import study_model_config
     from metrobench.training.recipe import load_recipe
 
-    needs = StudyNeeds(data_path=(config.get("data") or {}).get("path"))
-    for name, entry in (config.get("models") or {}).items():
+    needs = StudyNeeds(data_path=study.data.path)
+    for name, entry in study.models.items():
         cfg = study_model_config(name, entry)
         if cfg.api_key_env:
             needs.key_envs.setdefault(cfg.api_key_env, f"model {name}")
@@ -79,13 +84,12 @@ def study_needs(config: dict[str, Any]) -> StudyNeeds:
             needs.local_models.append(name)
             if cfg.serving.gguf:
                 needs.ggufs[name] = cfg.serving.gguf
-    scoring = config.get("scoring") or {}
-    if scoring.get("judge") == "anthropic":
+    if study.scoring.judge == "anthropic":
         needs.key_envs.setdefault("ANTHROPIC_API_KEY", "the judge")
-    students = config.get("students") or {}
+    students = study.students
     needs.students = bool(students)
     for student in students.values():
-        base = load_recipe(student.get("recipe", "")).base
+        base = load_recipe(student.recipe).base
         needs.gpu_training |= "/" in base and not base.startswith(("pypi:", ".", "/")) \
             and not Path(base).exists()
     if students:
@@ -264,16 +268,29 @@ def check_data(explicit: str | None, needs: StudyNeeds, base: Path) -> Check:
     return Check("ok", "data", f"{root}: {len(checked)} files match the pinned digests")
 
 
-def run_checks(config: dict[str, Any], *, data: str | None, results: Path) -> list[Check]:
-    needs = study_needs(config)
+def load_config(paths: list[str]) -> tuple[StudyConfig | None, Check]:
+    """The study config and its check: a config that does not load is a failure to report
+    beside the checks that need no config (Python, disk, data), not a reason to stop."""
+    from metrobench.study import load_study
+
+    try:
+        study = load_study(paths)
+    except MetrobenchError as exc:
+        return None, Check("FAIL", "config", str(exc))
+    return study, Check("ok", "config", f"{', '.join(paths)}: valid")
+
+
+def run_checks(paths: list[str], *, data: str | None, results: Path) -> list[Check]:
+    study, loaded = load_config(paths)
+    needs = study_needs(study) if study is not None else StudyNeeds()
     base = Path.cwd()
-    return [*check_python(), *check_llama_cpp(needs), check_llama_server(needs), *check_torch(needs),
+    return [loaded, *check_python(), *check_llama_cpp(needs), check_llama_server(needs), *check_torch(needs),
             check_disk(results), *check_keys(needs), *check_models(needs, base),
             check_data(data, needs, base)]
 
 
-def main(config: dict[str, Any], *, data: str | None, results: Path) -> int:
-    checks = run_checks(config, data=data, results=results)
+def main(paths: list[str], *, data: str | None, results: Path) -> int:
+    checks = run_checks(paths, data=data, results=results)
     for check in checks:
         print(check.line(), flush=True)
     failed = [c for c in checks if c.status == "FAIL"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from metrobench import doctor
-from metrobench.cli import load_study_config, main
+from metrobench.cli import load_study, main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ def test_features_are_read_from_llama_cpps_system_info_line():
 
 def test_demo_config_needs_llama_cpp_and_cpu_training_but_no_key_or_gpu(monkeypatch):
     monkeypatch.chdir(REPO)
-    needs = doctor.study_needs(load_study_config(["config/demo.yaml"]))
+    needs = doctor.study_needs(load_study(["config/demo.yaml"]))
     assert needs.local_models == ["smollm2-135m", "students"]
     assert needs.students and not needs.gpu_training
     assert needs.key_envs == {} and needs.ggufs == {}
@@ -35,7 +35,7 @@ def test_demo_config_needs_llama_cpp_and_cpu_training_but_no_key_or_gpu(monkeypa
 
 def test_paper_config_needs_the_hosted_keys_the_judge_key_a_gpu_and_its_ggufs(monkeypatch):
     monkeypatch.chdir(REPO)
-    needs = doctor.study_needs(load_study_config(["config/config.yaml"]))
+    needs = doctor.study_needs(load_study(["config/config.yaml"]))
     assert needs.key_envs["ANTHROPIC_API_KEY"] == "the judge"
     assert {"MISTRAL_API_KEY", "AZURE_OPENAI_API_KEY"} <= set(needs.key_envs)
     assert needs.gpu_training
@@ -106,13 +106,23 @@ def test_doctor_fails_on_data_with_a_wrong_digest(broken_root, tmp_path, capsys)
     assert case_file.name in line
 
 
+def test_a_config_that_does_not_validate_is_one_failure_and_the_other_checks_still_run(tmp_path, root, capsys):
+    config = tmp_path / "study.yaml"
+    config.write_text("systems: [marta]\nscoring: {judg: none}\n")
+    assert main(["doctor", "--data", str(root), "--config", str(config), "--results", str(tmp_path)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("FAIL  config") and f"{config}: field scoring.judg" in lines[0]
+    assert any(line.startswith("ok    data") for line in lines)
+    assert lines[-1] == "1 problem(s): the configured study cannot run here"
+
+
 def test_doctor_passes_on_this_machine_with_the_demo_config(monkeypatch, root, capsys):
     pytest.importorskip("llama_cpp")
     monkeypatch.chdir(REPO)
     assert main(["doctor", "--data", str(root), "--config", "config/demo.yaml"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [line[6:24].strip() for line in lines[:-1]]
-    assert names == ["python", "packages", "llama.cpp build", "llama-server", "torch", "cuda",
+    assert names == ["config", "python", "packages", "llama.cpp build", "llama-server", "torch", "cuda",
                      "bitsandbytes", "disk", "api keys", "data"]
     assert lines[-1] == "ready: the configured study can run here"
 

@@ -130,3 +130,24 @@ def test_backoff_honours_retry_after_and_otherwise_doubles_with_jitter_capped_at
         delays = [backoff_delay(attempt, 1.0) for _ in range(50)]
         assert all(low <= d <= low * 1.25 for d in delays) and len(set(delays)) > 1
     assert backoff_delay(20, 1.0) == MAX_DELAY_S
+
+
+def test_the_rule_baseline_and_its_scoring_import_neither_networkx_nor_pandas(root, tmp_path):
+    """The workflow runs rule-agent and score once per system: their imports set its pace.
+
+    Routing has its own Dijkstra (no networkx) and the Parquet writer skips pyarrow's
+    pandas probe; the scores are still real Parquet that pandas-free pyarrow reads back.
+    """
+    run, scores = tmp_path / "doha.jsonl", tmp_path / "scores"
+    code = ("import sys; from metrobench.cli import main; "
+            f"assert main(['rule-agent', '--data', {str(root)!r}, '--system', 'doha', '--out', {str(run)!r}]) == 0; "
+            f"assert main(['score', '--data', {str(root)!r}, '--run', {str(run)!r}, '--out', {str(scores)!r}]) == 0; "
+            "print(sorted(m for m in ('networkx', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(scores / "model=rule-agent" / "system=doha" / "part.parquet")
+    assert table.num_rows > 0 and set(table.column("case_id").to_pylist()) == {
+        line.split('"case_id":"')[1].split('"')[0] for line in run.read_text().splitlines()}

@@ -18,7 +18,6 @@ import pytest
 
 from metrobench.paper import figures
 from metrobench.scoring.store import SCHEMA
-from metrobench.stats.bootstrap import percentile_index
 from metrobench.stats.cases import Cases, load_case_scores
 from metrobench.paper.tables import Skip, table2, table3, table4, table8, table9, table10
 from metrobench.study import StudyConfig

@@ -6,7 +6,7 @@ import asyncio
 import json
 
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload
+from fake_openai_api import FakeOpenAI
 from test_runner import cfg, good_agent, run, score_records
 
 from metrobench.errors import MetrobenchError

@@ -203,16 +203,16 @@ def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, 
         assert llm.metadata["general.architecture"] == "qwen3"
         # the student carries exactly the template its base is benchmarked with, in the
         # demo (a model config file) and in the mini-study (an inline entry)
-        from metrobench.cli import load_study_config
+        from metrobench.cli import load_study
         from metrobench.agents.runner.config import study_model_config
 
-        mini = load_study_config([str(REPO / "config" / "mini-study.yaml")])
+        mini = load_study([str(REPO / "config" / "mini-study.yaml")])
         bases = [load_model_config(REPO / "config" / "models" / "smollm2-135m.yaml"),
-                 study_model_config("smollm2-135m-mini", mini["models"]["smollm2-135m-mini"])]
+                 study_model_config("smollm2-135m-mini", mini.models["smollm2-135m-mini"])]
         for base in bases:
             served = chat_template_path(base.serving.chat_template_file, tmp_path).read_text()
             assert llm.metadata["tokenizer.chat_template"] == INFERENCE_TEMPLATE == served
-        assert mini["student_serving"]["serving"].get("chat_template_file") in (None, "metrobench:tools")
+        assert mini.student_serving["serving"].get("chat_template_file") in (None, "metrobench:tools")
         reply = llm("<|im_start|>user\nFrom Airport to Midtown<|im_end|>\n<|im_start|>assistant\n",
                     max_tokens=8, temperature=0.0)
         assert reply["usage"]["completion_tokens"] > 0

@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -130,8 +129,9 @@ def test_table4_plan_fetches_pinned_models_and_needs_no_judge(tmp_path):
     (cwd / "bad.yaml").write_text(yaml.safe_dump({"downloads": {"gguf": {"models/x.gguf": {"repo": "acme/x"}}}}))
     bad = snakemake(cwd, "results/table4.csv", "-n", "--configfile", "config/config.yaml", "bad.yaml")
     assert bad.returncode != 0
-    assert ("metrobench: error: config: downloads.gguf[models/x.gguf]: field file missing (every GGUF needs repo, "
-            "file, revision, sha256)") in bad.stderr.splitlines()
+    # one line naming the config file that holds the bad entry
+    assert (f"metrobench: error: {cwd / 'bad.yaml'}: downloads.gguf[models/x.gguf]: field file missing (every "
+            "GGUF needs repo, file, revision, sha256)") in bad.stderr.splitlines()
 
 
 def _bench_resources(cwd: Path, model: str) -> str:

@@ -85,14 +85,6 @@ def _verified_bench(args: argparse.Namespace) -> Benchmark:
     return bench
 
 
-def load_study_config(paths: list[str] | None) -> dict:
-    """Study config files merged in order as a plain mapping, unvalidated (``metrobench doctor``
-    reads it so that it can report on a study it could not load)."""
-    from metrobench.study import merge_sources, read_sources
-
-    return merge_sources(read_sources(paths))
-
-
 def load_study(paths: list[str] | None) -> StudyConfig:
     """Study config files merged in order and validated (:func:`metrobench.study.load_study`)."""
     from metrobench.study import load_study as load

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.commands.common import Subparsers, _add_data, load_study_config
+from metrobench.commands.common import Subparsers, _add_data
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -24,5 +24,4 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from metrobench import doctor
 
-    config = load_study_config(args.config or ["config/config.yaml"])
-    return doctor.main(config, data=args.data, results=Path(args.results))
+    return doctor.main(args.config or ["config/config.yaml"], data=args.data, results=Path(args.results))

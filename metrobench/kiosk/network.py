@@ -1,10 +1,10 @@
 """The metro network: station resolution and transfer-aware shortest paths.
 
-The graph is the reference's expanded line graph, built with networkx: nodes
+The graph is the reference's expanded line graph (:mod:`metrobench.kiosk.graph`): nodes
 ``("enter", s)``, ``(s, line)`` and ``("exit", s)``; travel edges in both
 directions weighted by travel time, zero-cost entry/exit edges, and a 5-minute
 transfer edge between every pair of lines at a station. Routes are found with
-networkx's bidirectional Dijkstra, the search the reference runs, so the float
+the bidirectional Dijkstra the reference runs (networkx's, step for step), so the float
 arithmetic that decides between distinct station paths of equal time decides
 the same way (six ground-truth routes depend on it, e.g. TRTC-A-013, CTA-D-003).
 
@@ -35,9 +35,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import networkx as nx
-
 from metrobench.data.loader import SystemData
+from metrobench.kiosk.graph import DiGraph, NoPath, bidirectional_dijkstra
 
 TRANSFER_PENALTY_MIN = 5.0
 
@@ -68,7 +67,7 @@ class MetroNetwork:
     """Routing over one system. Immutable after construction; safe to share across cases."""
 
     system: SystemData
-    graph: nx.DiGraph = field(init=False, repr=False)
+    graph: DiGraph = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         system = self.system
@@ -91,7 +90,7 @@ class MetroNetwork:
 
     def _build_expanded(self, edges: list[tuple[str, str, str, float, float]],
                         closed: set[str], no_entry: set[str] = frozenset(),
-                        no_transfer: set[str] = frozenset()) -> nx.DiGraph:
+                        no_transfer: set[str] = frozenset()) -> DiGraph:
         """The expanded line graph over ``edges``, in a fixed insertion order.
 
         Travel edges in graph.json order; then, station by station in file order,
@@ -100,7 +99,7 @@ class MetroNetwork:
         nodes, those in ``no_entry`` no entry/exit, those in ``no_transfer`` no
         transfer edges.
         """
-        g = nx.DiGraph()
+        g = DiGraph()
         lines_at: dict[str, set[str]] = defaultdict(set)
         for a, b, line, minutes, miles in edges:
             lines_at[a].add(line)
@@ -155,23 +154,26 @@ class MetroNetwork:
             return None
 
     @lru_cache(maxsize=None)
-    def _line_subgraph(self, line_id: str) -> nx.Graph:
+    def _line_degrees(self, line_id: str) -> dict[str, int]:
+        """Station -> number of neighbours on the line's own track (a self-loop counts twice),
+        stations in edge order."""
         if line_id not in self.system.lines:
             raise RoutingError(f"Unknown line: {line_id}")
-        sub = nx.Graph()
+        neighbours: dict[str, set[str]] = {}
         for a, b, line, _, _ in self._edges:
             if line == line_id:
-                sub.add_edge(a, b)
-        return sub
+                neighbours.setdefault(a, set()).add(b)
+                neighbours.setdefault(b, set()).add(a)
+        return {station: len(near) + (station in near) for station, near in neighbours.items()}
 
     def is_loop_line(self, line_id: str) -> bool:
         """True when every station of the line has degree >= 2 on the line's own edges."""
-        sub = self._line_subgraph(line_id)
-        return sub.number_of_nodes() > 0 and all(deg >= 2 for _, deg in sub.degree())
+        degrees = self._line_degrees(line_id)
+        return bool(degrees) and all(deg >= 2 for deg in degrees.values())
 
     def line_terminals(self, line_id: str) -> list[str]:
         """Stations of degree 1 on the line's edges, in edge-insertion order."""
-        return [n for n, deg in self._line_subgraph(line_id).degree() if deg == 1]
+        return [station for station, deg in self._line_degrees(line_id).items() if deg == 1]
 
     # ------------------------------------------------------------------ closures
 
@@ -262,25 +264,25 @@ class MetroNetwork:
     @lru_cache(maxsize=256)
     def _restricted_graph(self, closed: frozenset[str], skip: frozenset[str],
                           no_transfer: frozenset[str],
-                          closed_pairs: frozenset[tuple[str, str]]) -> nx.DiGraph:
+                          closed_pairs: frozenset[tuple[str, str]]) -> DiGraph:
         edges = [e for e in self._edges
                  if (e[0], e[1]) not in closed_pairs and e[0] not in closed and e[1] not in closed]
         return self._build_expanded(edges, set(closed), set(closed | skip),
                                     set(closed | skip | no_transfer))
 
-    def _route_on(self, graph: nx.DiGraph, o: str, d: str) -> Route:
+    def _route_on(self, graph: DiGraph, o: str, d: str) -> Route:
         start, goal = ("enter", o), ("exit", d)
         if start not in graph:
             raise NoPathError(f"Node '{o}' is not in the expanded graph")
         if goal not in graph:
             raise NoPathError(f"Node '{d}' is not in the expanded graph")
         try:
-            _, nodes = nx.bidirectional_dijkstra(graph, start, goal, weight="weight")
-        except nx.NetworkXNoPath:
+            nodes = bidirectional_dijkstra(graph, start, goal)
+        except NoPath:
             raise NoPathError(f"No path found between '{o}' and '{d}'") from None
         return self._to_route(graph, nodes)
 
-    def _to_route(self, graph: nx.DiGraph, nodes: list[tuple[str, str]]) -> Route:
+    def _to_route(self, graph: DiGraph, nodes: list[tuple[str, str]]) -> Route:
         """Convert an expanded-graph path into stops, summing time and distance in path order."""
         path: list[str] = []
         stops: list[dict[str, Any]] = []

@@ -33,7 +33,7 @@ from metrobench.stats.bootstrap import (
     seed_spread,
 )
 from metrobench.stats.cases import Cases
-from metrobench.vocabulary import CATEGORIES
+from metrobench.vocabulary import CATEGORIES, WHOLE_IN_REPORTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -139,9 +139,9 @@ def table4(cases: Cases, config: StudyConfig, results: Path) -> pd.DataFrame:
     rows = []
     for size, spec in students.items():
         base = headline_pair(cases, spec.base_model, "holdout")[0]
-        base_full = headline_pair(cases, spec.base_model, "full")[0]
+        base_full = headline_pair(cases, spec.base_model, WHOLE_IN_REPORTS)[0]
         per_seed = {s: headline_pair(cases, layout.student_name(size, s), "holdout")[0] for s in spec.seeds}
-        full = [headline_pair(cases, layout.student_name(size, s), "full")[0] for s in spec.seeds]
+        full = [headline_pair(cases, layout.student_name(size, s), WHOLE_IN_REPORTS)[0] for s in spec.seeds]
         mean = float(np.mean(list(per_seed.values())))
         row: dict[str, Any] = {"size": size, "base_tier1": round(base, 2)}
         for s in all_seeds:
@@ -191,7 +191,7 @@ def _per_case(cases: Cases, config: StudyConfig, model: str, partition: str, met
     return seed_mean([cases.by_case(m, partition, metric) for m in members])
 
 
-def table9(cases: Cases, config: StudyConfig, partition: str = "full") -> pd.DataFrame:
+def table9(cases: Cases, config: StudyConfig, partition: str = WHOLE_IN_REPORTS) -> pd.DataFrame:
     """Bootstrap CIs of Tier 1 and composite per configured model, two statistics.
 
     ``pooled``: the mean over cases, resampling cases (the paper's Table 9);
@@ -226,7 +226,7 @@ def table10(cases: Cases, config: StudyConfig) -> pd.DataFrame:
         raise Skip("table10: no comparisons in the config")
     n_resamples, seed = _stats(config)
     rows = []
-    for partition in ("holdout", "full"):
+    for partition in ("holdout", WHOLE_IN_REPORTS):
         for a, b in pairs:
             for metric in ("tier1", "composite"):
                 interval, p = paired_bootstrap(_per_case(cases, config, a, partition, metric),

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from metrobench.scoring.metrics import CaseTotals, headline
 from metrobench.scoring.store import totals_from_table
+from metrobench.vocabulary import WHOLE_IN_REPORTS
 
 
 @dataclass
@@ -36,9 +37,9 @@ class Cases:
     def models(self) -> list[str]:
         return sorted(set(self.model.tolist()))
 
-    def mask(self, model: str, partition: str = "full") -> np.ndarray:
+    def mask(self, model: str, partition: str = WHOLE_IN_REPORTS) -> np.ndarray:
         m = self.model == model
-        return m if partition == "full" else m & (self.partition == partition)
+        return m if partition == WHOLE_IN_REPORTS else m & (self.partition == partition)
 
     def by_case(self, model: str, partition: str, metric: str = "tier1") -> dict[str, float]:
         m = self.mask(model, partition)

@@ -20,9 +20,10 @@ from typing import Any
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.transcripts.records import CaseRecord, read_run
+from metrobench.vocabulary import PARTS, WHOLE_IN_REPORTS
 
 #: Partition selections of the viewer (``full`` = every scored case).
-PARTITIONS = ("full", "holdout", "train")
+PARTITIONS = (WHOLE_IN_REPORTS, *PARTS)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class CaseView:
         return [c.component for c in self.components if c.failed]
 
 
-def load_scores(scores: Path, models: list[str] | None, partition: str = "full") -> list[CaseView]:
+def load_scores(scores: Path, models: list[str] | None, partition: str = WHOLE_IN_REPORTS) -> list[CaseView]:
     """Every scored case of the chosen models, in storage order (cases in case-file order)."""
     from metrobench.scoring.store import read_scores
 
@@ -90,7 +91,7 @@ def load_scores(scores: Path, models: list[str] | None, partition: str = "full")
     wanted = set(models or found)
     views: dict[tuple[str, str, str], CaseView] = {}
     for i in range(table.num_rows):
-        if cols["model"][i] not in wanted or (partition != "full" and cols["partition"][i] != partition):
+        if cols["model"][i] not in wanted or (partition != WHOLE_IN_REPORTS and cols["partition"][i] != partition):
             continue
         key = (cols["model"][i], cols["system"][i], cols["case_id"][i])
         view = views.get(key)

@@ -43,7 +43,7 @@ rule bench_model:
         data=data_flag(),
         config=config_flags(),
         gguf=gguf_flag,
-        partition=config.get("bench", {}).get("partition", "all"),
+        partition=STUDY.bench.partition,
         sample=sample_flag(),
         work=lambda w: f"results/work/runs/{w.model}/{w.system}.jsonl",
     shell:
@@ -69,7 +69,7 @@ rule score:
         data=data_flag(),
         judge=judge_flags(),
         scores=lambda w: layout.scores_root(),
-        partition=config.get("bench", {}).get("partition", "all"),
+        partition=STUDY.bench.partition,
         sample=sample_flag(),
     shell:
         "metrobench score {params.data} --run {input.run} --split {input.split}"
@@ -90,7 +90,7 @@ rule score_tier1:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
-        partition=config.get("bench", {}).get("partition", "all"),
+        partition=STUDY.bench.partition,
         sample=sample_flag(),
     shell:
         "metrobench score {params.data} --run {input.run} --split {input.split}"

@@ -9,18 +9,26 @@ from pathlib import Path
 import yaml
 
 from metrobench import layout
-from metrobench.downloads import check_downloads
+from metrobench.errors import MetrobenchError
+from metrobench.study import read_sources, validate_study
 
-SYSTEMS = config["systems"]
-MODELS = sorted(config.get("models", {}))
-STUDENTS = config.get("students") or {}
-TEACHERS = config.get("teachers") or []
+# The study config as one typed model (metrobench/study.py): every rule reads STUDY, with
+# the model's defaults; a bad key or value stops the plan with one line naming its file.
+try:
+    STUDY = validate_study(config, read_sources(workflow.configfiles))
+except MetrobenchError as exc:
+    sys.exit(f"metrobench: error: {exc}")
+
+SYSTEMS = list(STUDY.systems)
+MODELS = sorted(STUDY.models)
+STUDENTS = STUDY.students
+TEACHERS = list(STUDY.teachers)
 # Seeds by student size: what metrobench.layout's naming rules take.
-STUDENT_SEEDS = {size: spec["seeds"] for size, spec in STUDENTS.items()}
+STUDENT_SEEDS = STUDY.seeds()
 STUDENT_MODELS = layout.student_models(STUDENT_SEEDS)
 BENCH_MODELS = MODELS + STUDENT_MODELS
 SIZES = sorted(STUDENTS)
-SEEDS = sorted({seed for spec in STUDENTS.values() for seed in spec["seeds"]})
+SEEDS = sorted({seed for spec in STUDENTS.values() for seed in spec.seeds})
 
 
 def _alternatives(names):
@@ -37,7 +45,7 @@ wildcard_constraints:
 
 def data_root():
     """The benchmark root: a configured local path, or the pinned clone under results/."""
-    return config["data"].get("path") or "results/data/metrollm-bench"
+    return STUDY.data.path or "results/data/metrollm-bench"
 
 
 def data_flag():
@@ -72,19 +80,14 @@ def student_of(model):
     return layout.student_of(STUDENT_SEEDS, model)
 
 
-# Pinned downloads (metrobench/downloads.py): checked as the config is parsed, so an
-# entry lacking a field stops the plan with one line instead of failing a job.
-DOWNLOADS = config.get("downloads") or {}
-_problems = check_downloads(DOWNLOADS, "config")
-if _problems:
-    sys.exit(f"metrobench: error: {_problems[0]}")
-GGUF_DOWNLOADS = DOWNLOADS.get("gguf") or {}
-BASE_DOWNLOADS = DOWNLOADS.get("bases") or {}
+# Pinned downloads (metrobench/downloads.py), checked by validate_study above.
+GGUF_DOWNLOADS = STUDY.downloads.gguf
+BASE_DOWNLOADS = STUDY.downloads.bases
 
 
 def served_gguf(model):
     """The GGUF a configured model serves from (its serving.gguf), else None."""
-    spec = config["models"].get(model)
+    spec = STUDY.models.get(model)
     if isinstance(spec, str):
         with open(spec) as handle:
             spec = yaml.safe_load(handle)
@@ -101,8 +104,8 @@ def bench_inputs(wildcards):
     if student:
         inputs["gguf"] = layout.quantized_gguf(*student)
         return inputs
-    if isinstance(config["models"][wildcards.model], str):
-        inputs["model"] = config["models"][wildcards.model]
+    if isinstance(STUDY.models[wildcards.model], str):
+        inputs["model"] = STUDY.models[wildcards.model]
     gguf = served_gguf(wildcards.model)
     if gguf and (gguf in GGUF_DOWNLOADS or Path(gguf).exists()):
         inputs["served_gguf"] = gguf  # fetched by rule fetch_gguf when missing
@@ -111,7 +114,7 @@ def bench_inputs(wildcards):
 
 def recipe_base(size):
     """The base a student's recipe names (a hub id, a local path, or a test model)."""
-    with open(STUDENTS[size]["recipe"]) as handle:
+    with open(STUDENTS[size].recipe) as handle:
         return (yaml.safe_load(handle) or {})["base"]
 
 
@@ -141,19 +144,19 @@ def scores_of(models, tier1=False):
 
 def sample_flag():
     """`--sample N` when the config runs a stratified sample of cases (the CPU demo)."""
-    sample = config.get("bench", {}).get("sample")
+    sample = STUDY.bench.sample
     return f"--sample {sample}" if sample else ""
 
 
 def judge_flags():
-    """Judge and errata options of `metrobench score`, from config["scoring"]."""
-    scoring = config.get("scoring", {})
-    flags = [f"--judge {scoring.get('judge', 'none')}"]
+    """Judge and errata options of `metrobench score`, from the config's scoring section."""
+    scoring = STUDY.scoring
+    flags = [f"--judge {scoring.judge}"]
     for key in ("judge_model", "judge_url", "judge_key_env"):
-        if scoring.get(key):
-            flags.append(f"--{key.replace('_', '-')} {scoring[key]}")
-    if scoring.get("errata"):
-        flags.append("--errata " + ",".join(scoring["errata"]))
+        if getattr(scoring, key):
+            flags.append(f"--{key.replace('_', '-')} {getattr(scoring, key)}")
+    if scoring.errata:
+        flags.append("--errata " + ",".join(scoring.errata))
     return " ".join(flags)
 
 
@@ -162,22 +165,20 @@ def members(models):
     return layout.members(STUDENT_SEEDS, models)
 
 
-STATS = config.get("stats") or {}
-LEADERBOARD = members([row["model"] for row in config.get("leaderboard") or []])
-BASES = [spec["base_model"] for spec in STUDENTS.values()]
+STATS = STUDY.stats
+LEADERBOARD = members([row.model for row in STUDY.leaderboard])
+BASES = [spec.base_model for spec in STUDENTS.values()]
 TABLE_INPUTS = {
     "table2": scores_of(LEADERBOARD),
-    "table3": scores_of([cell["model"] for cell in config.get("sensitivity") or []]),
+    "table3": scores_of([cell.model for cell in STUDY.sensitivity]),
     "table4": scores_of(BASES + STUDENT_MODELS, tier1=True)
     + [layout.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
     "table7": [layout.teacher_composition()],
     "table8": [layout.adapter_dir(*student_of(m)) for m in STUDENT_MODELS]
     + [layout.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
-    "table9": scores_of(members(STATS.get("bootstrap_models") or [])),
-    "table10": scores_of(
-        members([m for pair in STATS.get("comparisons") or [] for m in pair])
-    ),
-    "categories": scores_of(members(STATS.get("category_models") or [])),
+    "table9": scores_of(members(STATS.bootstrap_models)),
+    "table10": scores_of(members([m for pair in STATS.comparisons for m in pair])),
+    "categories": scores_of(members(STATS.category_models)),
 }
 # Tables that read Tier 1 only: scored with --judge none, so they never need a judge's key.
 TIER1_TABLES = {"table4"}
@@ -193,7 +194,7 @@ def gpu_jobs(wildcards):
     """1 for a model served here (llama.cpp, students), 0 for a hosted API: only GPU work is serialised."""
     if student_of(wildcards.model):
         return 1
-    spec = config["models"].get(wildcards.model)
+    spec = STUDY.models.get(wildcards.model)
     if isinstance(spec, str):  # a model config file
         with open(spec) as handle:
             spec = yaml.safe_load(handle)
@@ -211,19 +212,13 @@ def merge_mem_mb(wildcards):
 
 
 # The training env: with Qwen3.5's CUDA kernels when config cuda_training is true.
-TRAIN_ENV = (
-    "../envs/train-cuda.yaml" if config.get("cuda_training") else "../envs/train.yaml"
-)
+TRAIN_ENV = "../envs/train-cuda.yaml" if STUDY.cuda_training else "../envs/train.yaml"
 
 
 def intermediate(path):
     """temp(path) when config peft_temporary is true: merged folders and f16 GGUFs go once quantised."""
-    return temp(path) if config.get("peft_temporary") else path
+    return temp(path) if STUDY.peft_temporary else path
 
 
-# The models of the case viewer (results/view): config["view"]["models"], else the leaderboard's.
-VIEW_MODELS = (
-    members((config.get("view") or {}).get("models") or [])
-    or LEADERBOARD
-    or ["rule-agent"]
-)
+# The models of the case viewer (results/view): the config's view.models, else the leaderboard's.
+VIEW_MODELS = members(STUDY.view.models) or LEADERBOARD or ["rule-agent"]

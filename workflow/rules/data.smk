@@ -2,7 +2,7 @@
 # verification, and the train/held-out partition.
 
 
-if not config["data"].get("path"):
+if not STUDY.data.path:
 
     rule fetch_data:
         output:
@@ -12,14 +12,14 @@ if not config["data"].get("path"):
         conda:
             "../envs/cpu.yaml"
         params:
-            commit=config["data"]["commit"],
+            commit=STUDY.data.commit,
         shell:
             "metrobench fetch-data --dest {output} --commit {params.commit} > {log} 2>&1"
 
 
 rule verify_data:
     input:
-        [] if config["data"].get("path") else "results/data/metrollm-bench",
+        [] if STUDY.data.path else "results/data/metrollm-bench",
     output:
         "results/data/verified.json",
     log:
@@ -43,8 +43,8 @@ rule partition:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
-        seed=config["partition"]["seed"],
-        frac=config["partition"]["frac_holdout"],
+        seed=STUDY.partition.seed,
+        frac=STUDY.partition.frac_holdout,
     shell:
         "metrobench partition {params.data} --seed {params.seed} --frac {params.frac}"
         " --out {output} > {log} 2>&1"

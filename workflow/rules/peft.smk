@@ -5,7 +5,7 @@ rule train:
     input:
         unpack(base_inputs),
         dataset=layout.teacher_dataset(),
-        recipe=lambda w: STUDENTS[w.size]["recipe"],
+        recipe=lambda w: STUDENTS[w.size].recipe,
     output:
         directory(layout.adapter_dir("{size}", "{seed}")),
     log:
@@ -29,7 +29,7 @@ rule merge:
     input:
         unpack(base_inputs),
         adapter=layout.adapter_dir("{size}", "{seed}"),
-        recipe=lambda w: STUDENTS[w.size]["recipe"],
+        recipe=lambda w: STUDENTS[w.size].recipe,
     output:
         intermediate(directory(layout.merged_dir("{size}", "{seed}"))),
     log:
@@ -60,8 +60,8 @@ rule gguf:
         "../envs/train.yaml"
     params:
         checkout=(
-            f"--llama-cpp {config['llama_cpp_checkout']}"
-            if config.get("llama_cpp_checkout")
+            f"--llama-cpp {STUDY.llama_cpp_checkout}"
+            if STUDY.llama_cpp_checkout
             else ""
         ),
     shell:

@@ -67,7 +67,7 @@ rule errata_table:
     input:
         expand(
             layout.run_path("{model}", "{system}"),
-            model=STATS.get("errata_models") or ["rule-agent"],
+            model=STATS.errata_models or ["rule-agent"],
             system=SYSTEMS,
         ),
     output:
@@ -91,9 +91,7 @@ rule errata_table:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
-        models=" ".join(
-            f"--model {m}" for m in STATS.get("errata_models") or ["rule-agent"]
-        ),
+        models=" ".join(f"--model {m}" for m in STATS.errata_models or ["rule-agent"]),
     shell:
         "metrobench errata-table {params.data} --runs results/runs {params.models} --out {output.csv}"
         " > {log} 2>&1"

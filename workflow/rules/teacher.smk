@@ -71,7 +71,7 @@ rule trainset:
             system=SYSTEMS,
         ),
         split="results/partition.json",
-        recipes=sorted({spec["recipe"] for spec in STUDENTS.values()}),
+        recipes=sorted({spec.recipe for spec in STUDENTS.values()}),
     output:
         dataset=layout.teacher_dataset(),
         table=layout.teacher_composition(),
@@ -83,7 +83,7 @@ rule trainset:
         data=data_flag(),
         recipes=lambda w, input: " ".join(f"--recipe {r}" for r in input.recipes),
         teachers=",".join(TEACHERS),
-        min_tier1=config.get("trainset", {}).get("min_tier1", 90),
+        min_tier1=STUDY.trainset.min_tier1,
     shell:
         "metrobench trainset {params.data} --scores results/teacher/scores --runs results/teacher/runs"
         " --teachers {params.teachers} --min-tier1 {params.min_tier1} --split {input.split}"
