@@ -21,11 +21,20 @@ pinned commit, and a Python that has its dependencies):
 
 It prints the wall time of each repeat and the medians; the ratio is the
 reference's median over each CLI path's. Recorded on the 2-core development
-machine (AMD EPYC, no other load), medians of 3 (README, Benchmarks):
+machine (AMD EPYC, no other load), medians of 3 (README, Benchmarks), on
+2026-12-01 after routing moved off networkx and the Parquet writer off
+pyarrow's pandas probe (reference on Python 3.11 with its pyproject's
+dependencies):
 
-    reference: median 34.51 s
-       cli-12: median 11.52 s, 3.0x faster
-        cli-2: median 3.32 s, 10.4x faster
+    reference: median 44.55 s
+       cli-12: median 10.86 s, 4.1x faster
+        cli-2: median 3.34 s, 13.3x faster
+
+(before those two changes, with the reference on Python 3.12: 34.51 s,
+11.52 s = 3.0x, 3.32 s = 10.4x). What is left in cli-12 is per process:
+`rule-agent` for one system takes 0.89 s and `score` 1.05 s, of which
+importing pydantic and pyarrow.parquet alone is 0.40 s and a bare Python
+0.05 s; the 10x goal would need 0.37 s a process.
 """
 
 from __future__ import annotations
