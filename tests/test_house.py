@@ -13,6 +13,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, iter_objects
 from metrobench.retry import MAX_DELAY_S, backoff_delay, retry_after
 from metrobench.kiosk.sessions import SessionStore
+from metrobench.transcripts.records import read_run
 
 
 # --- sessions: replay (case context) and the HTTP server (none) agree on every other case id
@@ -150,4 +151,4 @@ def test_the_rule_baseline_and_its_scoring_import_neither_networkx_nor_pandas(ro
 
     table = pq.read_table(scores / "model=rule-agent" / "system=doha" / "part.parquet")
     assert table.num_rows > 0 and set(table.column("case_id").to_pylist()) == {
-        line.split('"case_id":"')[1].split('"')[0] for line in run.read_text().splitlines()}
+        record.case_id for record in read_run(run).records}

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from metrobench.commands.common import Subparsers, _add_data, _bench, load_study
-from metrobench.vocabulary import PARTS, REPORT_PARTITIONS, WHOLE_IN_REPORTS
+from metrobench.vocabulary import REPORT_PARTITIONS, WHOLE_IN_REPORTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def _add_view(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl (or .json)")
     p.add_argument("--scores", required=True, metavar="DIR", help="Parquet scores of those runs")
     p.add_argument("--model", action="append", help="view this model (repeatable; default: all scored)")
-    p.add_argument("--partition", default=WHOLE_IN_REPORTS, choices=(WHOLE_IN_REPORTS, *PARTS),
+    p.add_argument("--partition", default=WHOLE_IN_REPORTS, choices=REPORT_PARTITIONS,
                    help="cases to show (default: every scored case)")
     p.add_argument("--out", default="site", help="folder for the site (replaced)")
     p.set_defaults(func=cmd_view)

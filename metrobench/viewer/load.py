@@ -20,10 +20,7 @@ from typing import Any
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.transcripts.records import CaseRecord, read_run
-from metrobench.vocabulary import PARTS, WHOLE_IN_REPORTS
-
-#: Partition selections of the viewer (``full`` = every scored case).
-PARTITIONS = (WHOLE_IN_REPORTS, *PARTS)
+from metrobench.vocabulary import WHOLE_IN_REPORTS
 
 
 @dataclass(frozen=True)

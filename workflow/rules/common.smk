@@ -85,17 +85,18 @@ GGUF_DOWNLOADS = STUDY.downloads.gguf
 BASE_DOWNLOADS = STUDY.downloads.bases
 
 
-def served_gguf(model):
-    """The GGUF a configured model serves from (its serving.gguf), else None."""
+def model_spec(model):
+    """A configured model's settings as a mapping: its inline entry, or its model config file read."""
     spec = STUDY.models.get(model)
     if isinstance(spec, str):
         with open(spec) as handle:
             spec = yaml.safe_load(handle)
-    return (
-        ((spec or {}).get("serving") or {}).get("gguf")
-        if isinstance(spec, dict)
-        else None
-    )
+    return spec if isinstance(spec, dict) else {}
+
+
+def served_gguf(model):
+    """The GGUF a configured model serves from (its serving.gguf), else None."""
+    return (model_spec(model).get("serving") or {}).get("gguf")
 
 
 def bench_inputs(wildcards):
@@ -194,11 +195,7 @@ def gpu_jobs(wildcards):
     """1 for a model served here (llama.cpp, students), 0 for a hosted API: only GPU work is serialised."""
     if student_of(wildcards.model):
         return 1
-    spec = STUDY.models.get(wildcards.model)
-    if isinstance(spec, str):  # a model config file
-        with open(spec) as handle:
-            spec = yaml.safe_load(handle)
-    return 1 if isinstance(spec, dict) and spec.get("serving") else 0
+    return 1 if model_spec(wildcards.model).get("serving") else 0
 
 
 def merge_mem_mb(wildcards):
