@@ -1,0 +1,77 @@
+"""Seconds per training step of a recipe, and of the same recipe with some settings changed.
+
+Builds the real trainer (:func:`metrobench.training.train.build_trainer`: the
+recipe's base, LoRA, TRL's SFT loop) on a training set written by ``metrobench
+trainset`` and times each optimiser step; nothing is saved. With the same seed
+the steps see the same examples, so two settings compare on equal work.
+
+Usage:
+
+    python benchmarks/train_step.py --recipe peft/recipes/smollm2-mini.yaml \\
+        --dataset results/teacher/dataset.jsonl [--steps 1] [--set load_in_4bit=false ...]
+
+Recorded on the 2-core development machine (AMD EPYC, AVX2, no other load),
+2026-12-01, the mini-study's dataset, step 1 (4,544 tokens):
+
+    load_in_4bit=true  lora_dropout=0.05   145 s   (QLoRA: peft/recipes/smollm2-mini.yaml)
+    load_in_4bit=false lora_dropout=0.05   115 s   (a profiling job ran beside it: an upper bound)
+    load_in_4bit=false lora_dropout=0.0    105 s   (a few short processes beside it)
+
+A whole 20-step run of the last setting (branch issue13c, Snakemake's benchmark
+file) took 32.8 min, 94 s a step; the QLoRA recipe's steps took 136-137 s on
+this machine during the 12-step mini-study variant.
+
+A torch profile of one forward and backward pass at 1,024 tokens (fp32 LoRA
+with dropout, 12.6 s) put 51 % in matrix products, 20 % in SDPA's CPU flash
+attention and 13 % in drawing dropout masks; at 4,544 tokens attention's share
+grows with the square of the length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+from transformers import TrainerCallback
+
+from metrobench.training import train as training
+from metrobench.training.base import resolve_base
+from metrobench.training.recipe import load_recipe
+
+
+class StepTimer(TrainerCallback):
+    """Prints the wall time of every optimiser step."""
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        print(f"step {state.global_step}: {time.perf_counter() - self.start:.1f} s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipe", required=True, type=Path)
+    parser.add_argument("--dataset", required=True, type=Path, help="a training set from metrobench trainset")
+    parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a recipe setting changed (YAML value), repeatable")
+    args = parser.parse_args()
+    changes = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.set)}
+    recipe = load_recipe(args.recipe).model_copy(update={**changes, "max_steps": args.steps, "save_steps": 10**6})
+    print(f"recipe {args.recipe} with {changes or 'no changes'}", flush=True)
+    base_dir = resolve_base(recipe.base, None)
+    tokenizer = training.tokenizer_for(base_dir)
+    rows = training.trainable(training.load_examples(args.dataset), tokenizer, recipe)
+    with tempfile.TemporaryDirectory() as work:
+        trainer = training.build_trainer(recipe, rows, base_dir, tokenizer, Path(work), seed=args.seed,
+                                         callbacks=[StepTimer()])
+        trainer.train()
+
+
+if __name__ == "__main__":
+    main()
