@@ -2,7 +2,8 @@
 
 Builds the real trainer (:func:`metrobench.training.train.build_trainer`: the
 recipe's base, LoRA, TRL's SFT loop) on a training set written by ``metrobench
-trainset`` and times each optimiser step; nothing is saved. With the same seed
+trainset`` and prints the trainer's own run time per step (TRL's
+``train_runtime`` over the steps, the figure its progress bar shows); nothing is saved. With the same seed
 the steps see the same examples, so two settings compare on equal work.
 
 Usage:
@@ -10,7 +11,7 @@ Usage:
     python benchmarks/train_step.py --recipe peft/recipes/smollm2-mini.yaml \\
         --dataset results/teacher/dataset.jsonl [--steps 1] [--set load_in_4bit=false ...]
 
-Recorded on the 2-core development machine (AMD EPYC, AVX2, no other load),
+Recorded on the 2-core development machine (AMD EPYC, AVX2; other load noted),
 2026-12-01, the mini-study's dataset, step 1 (4,544 tokens):
 
     load_in_4bit=true  lora_dropout=0.05   145 s   (QLoRA: peft/recipes/smollm2-mini.yaml)
@@ -31,25 +32,13 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import yaml
-from transformers import TrainerCallback
-
+from pydantic import ValidationError
 from metrobench.training import train as training
 from metrobench.training.base import resolve_base
-from metrobench.training.recipe import load_recipe
-
-
-class StepTimer(TrainerCallback):
-    """Prints the wall time of every optimiser step."""
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.start = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        print(f"step {state.global_step}: {time.perf_counter() - self.start:.1f} s", flush=True)
+from metrobench.training.recipe import Recipe, load_recipe
 
 
 def main() -> None:
@@ -62,15 +51,21 @@ def main() -> None:
                         help="a recipe setting changed (YAML value), repeatable")
     args = parser.parse_args()
     changes = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.set)}
-    recipe = load_recipe(args.recipe).model_copy(update={**changes, "max_steps": args.steps, "save_steps": 10**6})
+    # Validated like the recipe file itself: a misspelt key or a wrong type is refused.
+    try:
+        recipe = Recipe.model_validate({**load_recipe(args.recipe).model_dump(), **changes,
+                                        "max_steps": args.steps, "save_steps": 10**6})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        parser.error(f"--set {'.'.join(map(str, err['loc']))}: {err['msg']}")
     print(f"recipe {args.recipe} with {changes or 'no changes'}", flush=True)
     base_dir = resolve_base(recipe.base, None)
     tokenizer = training.tokenizer_for(base_dir)
     rows = training.trainable(training.load_examples(args.dataset), tokenizer, recipe)
     with tempfile.TemporaryDirectory() as work:
-        trainer = training.build_trainer(recipe, rows, base_dir, tokenizer, Path(work), seed=args.seed,
-                                         callbacks=[StepTimer()])
-        trainer.train()
+        trainer = training.build_trainer(recipe, rows, base_dir, tokenizer, Path(work), seed=args.seed)
+        runtime = trainer.train().metrics["train_runtime"]
+    print(f"{args.steps} steps in {runtime:.1f} s: {runtime / args.steps:.1f} s a step", flush=True)
 
 
 if __name__ == "__main__":
