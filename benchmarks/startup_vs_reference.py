@@ -123,6 +123,12 @@ def main() -> None:
     paths = {"reference": lambda out: reference(args.reference.resolve(), args.reference_python, out),
              "cli-12": lambda out: cli_per_system(data, out),
              "cli-2": lambda out: cli_one_process_each(data, out)}
+    # Both trees' bytecode first, as a first run writes it on an ordinary machine: where
+    # PYTHONDONTWRITEBYTECODE is set (this development machine), neither would otherwise
+    # keep any, and every process of either would compile its sources again.
+    subprocess.run([args.reference_python, "-m", "compileall", "-q", "harness"], cwd=args.reference, check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(__file__).resolve().parents[1] / "metrobench")],
+                   check=True)
     times: dict[str, list[float]] = {name: [] for name in paths}
     for repeat in range(args.repeat):
         for name, job in paths.items():   # alternating, so that a busy moment does not favour one path
