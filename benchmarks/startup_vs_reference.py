@@ -19,22 +19,25 @@ pinned commit, and a Python that has its dependencies):
     python benchmarks/startup_vs_reference.py --reference ../metrollm-bench \\
         --reference-python ../refvenv/bin/python [--data ROOT] [--repeat 3]
 
-It prints the wall time of each repeat and the medians; the ratio is the
-reference's median over each CLI path's. Recorded on the 2-core development
-machine (AMD EPYC, no other load), medians of 3 (README, Benchmarks), on
-2026-12-01 after routing moved off networkx and the Parquet writer off
-pyarrow's pandas probe (reference on Python 3.11 with its pyproject's
-dependencies):
+Both trees' bytecode is written first (``compileall``), as a first run writes it
+on an ordinary machine; where ``PYTHONDONTWRITEBYTECODE`` is set, as on the
+development machine, neither would keep any. It prints the wall time of each
+repeat and the medians; the ratio is the reference's median over each CLI
+path's. Recorded on 2026-12-02 on a 2-core development machine (AMD EPYC, no
+other load), medians of 3, reference on Python 3.11 with its pyproject's
+dependencies (README, Benchmarks):
 
-    reference: median 44.55 s
-       cli-12: median 10.86 s, 4.1x faster
-        cli-2: median 3.34 s, 13.3x faster
+    reference: median 21.49 s
+       cli-12: median 4.15 s, 5.2x faster
+        cli-2: median 1.26 s, 17.1x faster
 
-(before those two changes, with the reference on Python 3.12: 34.51 s,
-11.52 s = 3.0x, 3.32 s = 10.4x). What is left in cli-12 is per process:
-`rule-agent` for one system takes 0.89 s and `score` 1.05 s, of which
-importing pydantic and pyarrow.parquet alone is 0.40 s and a bare Python
-0.05 s; the 10x goal would need 0.37 s a process.
+The code before ``score`` imported pyarrow without numpy and before ``make``
+wrote the package's bytecode, with this script's own predecessor on the same
+machine: reference 20.90 s, cli-12 5.35 s = 3.9x, cli-2 1.75 s = 11.9x. (On the
+slower machine of 2026-12-01: 44.55 s, 10.86 s = 4.1x, 3.34 s = 13.3x.) What is
+left in cli-12 is 0.35 s a process, most of it importing pydantic (about 0.1 s),
+building its models and importing pyarrow (0.1 s without numpy); the 10x goal
+would need 0.18 s a process.
 """
 
 from __future__ import annotations
