@@ -505,3 +505,17 @@ def test_train_command_sets_expandable_segments(monkeypatch, tmp_path):
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:128")   # the user's own setting wins
     main(["train", "--recipe", str(tmp_path / "none.yaml"), "--dataset", "x", "--seed", "1", "--out", str(tmp_path)])
     assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128"
+
+
+def test_nf4_layers_bitsandbytes_cannot_pack_take_the_generic_cpu_kernel():
+    """On AVX-512-BF16 CPUs bitsandbytes packs NF4 rows in blocks of 32 and asserts on the rest."""
+    from types import SimpleNamespace
+
+    from metrobench.training.train import unpack_cpu_kernels
+
+    layers = [SimpleNamespace(support_avx512bf16_for_cpu=True, out_features=n) for n in (48, 64, 8)]
+    plain = SimpleNamespace(out_features=40)   # not an NF4 layer: left alone
+    model = SimpleNamespace(modules=lambda: [*layers, plain])
+    assert unpack_cpu_kernels(model) == 2
+    assert [layer.support_avx512bf16_for_cpu for layer in layers] == [False, True, False]
+    assert not hasattr(plain, "support_avx512bf16_for_cpu")

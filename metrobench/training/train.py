@@ -179,9 +179,29 @@ def load_model(recipe: Recipe, base_dir: Path, cuda: bool):
                                                  device_map={"": 0} if cuda else None)
     if quantization is not None:
         model = prepare_quantized(model, recipe.gradient_checkpointing)
+        if not cuda:
+            unpack_cpu_kernels(model)
     if getattr(model.config, "model_type", "").startswith("qwen3_5"):
         print(f"gated-delta layers: {gated_delta_path()}", flush=True)
     return model, quantization is not None
+
+
+def unpack_cpu_kernels(model) -> int:
+    """Keep bitsandbytes' packed AVX-512-BF16 kernel off NF4 layers it cannot pack; how many.
+
+    On a CPU with AVX-512 BF16, bitsandbytes repacks an NF4 weight in blocks of 32
+    output rows the first time the layer runs in eval mode without gradients (the
+    validation pass), and fails its own assertion (``N must be divisible by
+    block_n``) where the rows are not a multiple of 32, as in the tiny Qwen3.5's
+    gated-delta projections. Those layers take the generic kernel instead, the one
+    every other CPU uses; layers that pack keep the fast path.
+    """
+    changed = 0
+    for module in model.modules():
+        if getattr(module, "support_avx512bf16_for_cpu", False) and module.out_features % 32:
+            module.support_avx512bf16_for_cpu = False
+            changed += 1
+    return changed
 
 
 def sft_config(recipe: Recipe, work: Path, seed: int, cuda: bool, quantized: bool):
