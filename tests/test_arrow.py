@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
+from conftest import python_last_line
 from metrobench.cli import main
 
 PARQUET = Path("model=rule-agent") / "system=taipei" / "part.parquet"
@@ -18,9 +17,7 @@ def test_score_in_its_own_process_skips_numpy_and_writes_the_bytes_a_numpy_proce
     code = ("import sys; from metrobench.cli import main; "
             f"sys.argv = ['metrobench', *{own!r}]; main(); "
             "print(sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "['pyarrow']"
+    assert python_last_line(code) == "['pyarrow']"
 
     import numpy  # noqa: F401  # this process has numpy: pyarrow here is the ordinary one
     assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "numpy")]) == 0
@@ -34,6 +31,4 @@ def test_a_caller_passing_argv_keeps_its_own_pyarrow(root, tmp_path):
             f"main(['rule-agent', '--data', {str(root)!r}, '--system', 'taipei', '--out', {str(run)!r}]); "
             f"main(['score', '--data', {str(root)!r}, '--run', {str(run)!r}, '--out', {str(tmp_path / 's')!r}]); "
             "import pyarrow; print(pyarrow.array([1, 2]).to_numpy().sum())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "3"
+    assert python_last_line(code) == "3"

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from conftest import python_last_line
 from metrobench.atomic import atomic_dir, atomic_open, atomic_path, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, iter_objects
@@ -144,9 +145,7 @@ def test_the_rule_baseline_and_its_scoring_import_neither_networkx_nor_pandas(ro
             f"assert main(['rule-agent', '--data', {str(root)!r}, '--system', 'doha', '--out', {str(run)!r}]) == 0; "
             f"assert main(['score', '--data', {str(root)!r}, '--run', {str(run)!r}, '--out', {str(scores)!r}]) == 0; "
             "print(sorted(m for m in ('networkx', 'pandas') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert python_last_line(code) == "[]"
     import pyarrow.parquet as pq
 
     table = pq.read_table(scores / "model=rule-agent" / "system=doha" / "part.parquet")
