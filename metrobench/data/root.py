@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -170,6 +169,8 @@ def fetch(dest: Path, *, repository: str | None = None, commit: str | None = Non
 
 
 def _git(args: list[str], *, cwd: Path) -> str:
+    import subprocess  # here, not at the top: only fetching needs it, every command imports this module
+
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise MetrobenchError(f"git {' '.join(args)} failed in {cwd}: {proc.stderr.strip()}")

@@ -20,7 +20,6 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -214,6 +213,8 @@ class Judge:
         """Verdicts ``{score, reason, raw}`` for ``tasks``, in order."""
         if not tasks:
             return []
+        from concurrent.futures import ThreadPoolExecutor  # here: it imports logging, and Tier 1 needs neither
+
         with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
             return list(pool.map(self._resolve_one, tasks))
 
