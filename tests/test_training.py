@@ -519,3 +519,28 @@ def test_nf4_layers_bitsandbytes_cannot_pack_take_the_generic_cpu_kernel():
     assert unpack_cpu_kernels(model) == 2
     assert [layer.support_avx512bf16_for_cpu for layer in layers] == [False, True, False]
     assert not hasattr(plain, "support_avx512bf16_for_cpu")
+
+
+def test_save_adapter_writes_the_configs_sets_sorted(tmp_path):
+    """PEFT writes target_modules as list(set), in string-hash order; ours is sorted, so two
+    trainings of one recipe and seed leave the same adapter_config.json bytes."""
+    needs("torch", "peft")
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from metrobench.training.train import save_adapter
+
+    names = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name in names:
+                setattr(self, name, torch.nn.Linear(4, 4))
+
+    model = get_peft_model(Tiny(), LoraConfig(r=2, target_modules=names))
+    assert isinstance(model.peft_config["default"].target_modules, set)   # what makes the order vary
+    save_adapter(model, tmp_path)
+    saved = json.loads((tmp_path / "adapter_config.json").read_text())
+    assert saved["target_modules"] == sorted(names)
+    assert saved["r"] == 2 and (tmp_path / "adapter_model.safetensors").is_file()

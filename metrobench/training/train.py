@@ -186,6 +186,29 @@ def load_model(recipe: Recipe, base_dir: Path, cuda: bool):
     return model, quantization is not None
 
 
+def save_adapter(model: Any, out: Path) -> None:
+    """PEFT's ``save_pretrained``, with the config's sets written in sorted order.
+
+    PEFT holds ``target_modules`` (and any other option given as a set) as a Python
+    set and writes ``list(set)`` to ``adapter_config.json``: the order follows the
+    process's string hashing, so two trainings of the same recipe and seed wrote
+    different bytes (found comparing two ``make run``s of the demo; the weights were
+    equal). Sorted, the file depends on the recipe only. PEFT reads either order.
+    """
+    model.save_pretrained(str(out))
+    configs = getattr(model, "peft_config", {})
+    for name, config in configs.items():
+        sets = [key for key, value in vars(config).items() if isinstance(value, set)]
+        path = out / ("adapter_config.json" if name == "default" else f"{name}/adapter_config.json")
+        if not sets or not path.is_file():
+            continue
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        for key in sets:
+            if isinstance(saved.get(key), list):
+                saved[key] = sorted(saved[key], key=str)
+        write_text(path, json.dumps(saved, indent=2, sort_keys=True))   # PEFT's own layout
+
+
 def unpack_cpu_kernels(model) -> int:
     """Keep bitsandbytes' packed AVX-512-BF16 kernel off NF4 layers it cannot pack; how many.
 
@@ -274,7 +297,7 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
     evaluation = trainer.evaluate()
 
     out.mkdir(parents=True, exist_ok=True)
-    trainer.model.save_pretrained(str(out))
+    save_adapter(trainer.model, out)
     tokenizer.chat_template = INFERENCE_TEMPLATE
     tokenizer.save_pretrained(str(out))
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
