@@ -66,15 +66,16 @@ import tempfile
 import time
 from pathlib import Path
 
-SYSTEMS = ("marta", "doha", "bart", "taipei", "cta", "beijing")
+from metrobench.data import SYSTEMS
+
 ROOT = Path(__file__).resolve().parents[1]
 
 NO_NUMPY = "import sys; sys.modules['numpy'] = None; "
+ONE_MODEL = "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int\nM(x=1)\n"
 FLOORS = {
     "python": "pass",
-    "pydantic": "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int\nM(x=1)",
-    "pydantic+pyarrow": (NO_NUMPY + "from pydantic import BaseModel\nclass M(BaseModel):\n    x: int\nM(x=1)\n"
-                         "import pyarrow.parquet"),
+    "pydantic": ONE_MODEL,
+    "pydantic+pyarrow": NO_NUMPY + ONE_MODEL + "import pyarrow.parquet",
     "rule-agent imports": ("import metrobench.cli, metrobench.commands.common, metrobench.agents.rule_agent, "
                            "metrobench.transcripts.records, metrobench.scoring.names"),
     "score imports": NO_NUMPY + ("import metrobench.cli, metrobench.commands.common, metrobench.scoring.runs, "

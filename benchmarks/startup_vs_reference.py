@@ -55,7 +55,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-SYSTEMS = ("marta", "doha", "bart", "taipei", "cta", "beijing")
+from metrobench.data import SYSTEMS
+
 METROBENCH = [sys.executable, "-m", "metrobench"]
 
 
