@@ -18,13 +18,22 @@ because the paper's baseline row (84.6 Tier 1) is its score:
 
 Tools run in-process (:func:`metrobench.kiosk.tools.call_tool`): no server, no ports,
 and one process scores the whole benchmark in seconds.
+
+Two modes. ``baseline`` (the default) is the reference's agent above, byte for
+byte. ``teacher`` makes traces to distil: the same decisions, but the route's
+stops are the stop objects of ``route_planner``'s answer, copied unchanged as
+the system prompt asks, so the kiosk accepts the submission and the trace ends
+on an accepted ``submit_assistant_state``, as the reference's training traces
+do (spec §11.2). Its records carry ``meta["config"]`` = ``rule-agent:teacher``,
+the fingerprint a baseline record never has, so the two never pass for each
+other.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
@@ -35,6 +44,8 @@ from metrobench.vocabulary import RIDER_KEYS
 
 MODEL_NAME = "rule-agent"
 ERROR_CHARS = 200  # the reference kept this much of a failed call's body
+Mode = Literal["baseline", "teacher"]
+MODES: tuple[Mode, ...] = ("baseline", "teacher")
 
 
 def parse_events(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -77,11 +88,13 @@ def fare_quote(fare: dict[str, Any], pax: dict[str, int]) -> dict[str, Any]:
             "currency": fare.get("currency", "USD")}
 
 
-def route_of(planned: dict[str, Any]) -> dict[str, Any]:
-    """The submitted route, with station names where ids belong (the reference's quirk)."""
+def route_of(planned: dict[str, Any], mode: Mode = "baseline") -> dict[str, Any]:
+    """The submitted route: baseline, station names where ids belong (the reference's quirk);
+    teacher, ``route_planner``'s stop objects unchanged (the kiosk accepts their ids)."""
     stops = planned["stops"]
+    submitted = [dict(s) for s in stops] if mode == "teacher" else [s["station_name"] for s in stops]
     return {"origin": stops[0]["station_name"], "destination": stops[-1]["station_name"],
-            "stops": [s["station_name"] for s in stops], "transfers": planned["transfers"],
+            "stops": submitted, "transfers": planned["transfers"],
             "estimated_minutes": planned["estimated_minutes"],
             "distance_miles": planned["distance_miles"],
             "line_sequence": planned.get("line_sequence", [])}
@@ -166,7 +179,7 @@ def _accessibility_banners(planned: dict[str, Any], call: _Calls) -> list[dict[s
     return banners
 
 
-def decide(case: dict[str, Any], call: _Calls) -> dict[str, Any]:
+def decide(case: dict[str, Any], call: _Calls, mode: Mode = "baseline") -> dict[str, Any]:
     """Walk the decision tree for one case; returns the submitted arguments."""
     context = case.get("system_context", {})
     parsed = parse_events(_events(case))
@@ -196,7 +209,7 @@ def decide(case: dict[str, Any], call: _Calls) -> dict[str, Any]:
     if error:
         return _decline("request_declined", "invalid_request", f"Could not calculate fare: {error[:100]}")
 
-    route, quote = route_of(planned), fare_quote(fare, pax)
+    route, quote = route_of(planned, mode), fare_quote(fare, pax)
     outcome, action, reason = "route_and_fare_ready", "prompt_purchase", "ok"
     disrupted = _disruption_banners(planned, call) if context.get("active_disruptions") else []
     if disrupted:
@@ -220,11 +233,21 @@ def decide(case: dict[str, Any], call: _Calls) -> dict[str, Any]:
     return submit
 
 
-def run_case(system: SystemData, case: dict[str, Any], *, model: str = MODEL_NAME) -> CaseRecord:
+def run_case(system: SystemData, case: dict[str, Any], *, model: str = MODEL_NAME,
+             mode: Mode = "baseline") -> CaseRecord:
     """One case: decide, submit, and record it as the runner would."""
+    if mode not in MODES:
+        raise ValueError(f"rule agent mode {mode!r}: expected one of {', '.join(MODES)}")
+    record = _run(system, case, model, mode)
+    if mode != "baseline":
+        record.meta["config"] = f"{MODEL_NAME}:{mode}"
+    return record
+
+
+def _run(system: SystemData, case: dict[str, Any], model: str, mode: Mode) -> CaseRecord:
     call = _Calls(system, case)
     try:
-        submit = decide(case, call)
+        submit = decide(case, call, mode)
         call("submit_assistant_state", submit)
     except Exception as exc:  # noqa: BLE001 - the reference recorded any failure as the case's error
         return CaseRecord(case_id=case["id"], model=model, system=system.name, error=str(exc))
@@ -240,6 +263,7 @@ def run_case(system: SystemData, case: dict[str, Any], *, model: str = MODEL_NAM
                       tool_calls_made=call.made, raw_content=json.dumps(submit))
 
 
-def run_cases(system: SystemData, cases: Iterable[Case], *, model: str = MODEL_NAME) -> Iterator[CaseRecord]:
+def run_cases(system: SystemData, cases: Iterable[Case], *, model: str = MODEL_NAME,
+              mode: Mode = "baseline") -> Iterator[CaseRecord]:
     for case in cases:
-        yield run_case(system, case.raw, model=model)
+        yield run_case(system, case.raw, model=model, mode=mode)

@@ -4,7 +4,9 @@ Contract: runs :mod:`metrobench.agents.rule_agent` on the selected cases of each
 ``--system`` and writes each whole transcript to ``--out`` (replacing it;
 ``{system}`` in the path names the system, required with several, which then
 share one process and its imports); the benchmark's pinned digests are checked
-first unless ``--no-verify``.
+first unless ``--no-verify``. ``--mode teacher`` runs the rule agent as a teacher
+(stops the kiosk accepts; its records fingerprinted ``rule-agent:teacher``);
+the default ``baseline`` is the paper's baseline, unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
                    help="system (repeatable: several in one process, with {system} in --out)")
     _add_selection(p)
     p.add_argument("--model", default="rule-agent", help="model name recorded in the transcript")
+    p.add_argument("--mode", default="baseline", choices=("baseline", "teacher"),
+                   help="baseline: the paper's baseline, the reference's quirks included (default); "
+                        "teacher: the same decisions, submitting route_planner's stops so the kiosk accepts them")
     p.add_argument("--out", required=True, help="transcript to write (JSONL); {system} stands for the system")
     _add_verify(p)
     p.set_defaults(func=cmd_rule_agent)
@@ -41,12 +46,13 @@ def cmd_rule_agent(args: argparse.Namespace) -> int:
     check_name("model", args.model)
     for system in systems:
         selection, cases = _run_selection(argparse.Namespace(**{**vars(args), "system": system}), bench)
-        records = list(run_cases(bench.system(system), cases, model=args.model))
+        records = list(run_cases(bench.system(system), cases, model=args.model, mode=args.mode))
         recorded = selection.to_meta()
         for record in records:
             record.meta["selection"] = recorded
         out = Path(args.out.replace("{system}", system))
         write_transcript(out, records)
         failed = sum(1 for r in records if r.error)
-        print(f"wrote {out}: {len(records)} cases of {system} ({failed} failed)")
+        mode = "" if args.mode == "baseline" else f", {args.mode} mode"
+        print(f"wrote {out}: {len(records)} cases of {system} ({failed} failed{mode})")
     return 0
