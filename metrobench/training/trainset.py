@@ -1,9 +1,14 @@
 """The distillation training set: teacher traces that scored well, train partition only.
 
 A trace is kept when its case is in the train partition, its run ended without
-an error and its Tier 1 is at least the threshold (90 % in the paper). Several
-teachers may have solved a case: the higher Tier 1 wins, ties go to the teacher
-listed first. Each example is the conversation in OpenAI message format
+an error, its Tier 1 is at least the threshold (90 % in the paper) and it ends
+finished: in every user turn of its conversation, the last
+``submit_assistant_state`` was accepted by the kiosk (its tool answer is
+``{"accepted": true, ...}``), so each example ends, as the reference's do
+(spec §11.2), on the tool result of an accepted submission. Several teachers
+may have solved a case: the higher Tier 1 wins, ties go to the teacher listed
+first. :func:`select_traces` counts, per teacher and category, the traces each
+reason dropped (:data:`DROP_REASONS`, checked in that order). Each example is the conversation in OpenAI message format
 (tool-call arguments as JSON strings, reasoning stripped) with the tool schemas
 the model saw, so training renders it exactly as inference does.
 
@@ -24,7 +29,7 @@ from __future__ import annotations
 import csv
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,17 @@ from metrobench.agents.prompts import TOOLS, system_prompt, user_message
 from metrobench.transcripts.records import CaseRecord, read_run
 from metrobench.vocabulary import CATEGORIES
 
+SUBMIT = "submit_assistant_state"
+#: Why a teacher's train-partition trace is not in the training set, in the order checked.
+DROP_REASONS = ("run_error", "unscored", "below_threshold", "no_submission", "refused", "outranked")
+DROP_HELP = {
+    "run_error": "the run ended on an error",
+    "unscored": "no Tier 1 for the case",
+    "below_threshold": "Tier 1 below the threshold",
+    "no_submission": "a turn without any submission",
+    "refused": "a turn whose last submission the kiosk refused",
+    "outranked": "another teacher's trace of the case scored higher (or tied, listed first)",
+}
 
 
 class HeldOutLeak(MetrobenchError):
@@ -110,11 +126,81 @@ def check_no_holdout(examples: list[Example], partitions: dict[str, str]) -> Non
         raise HeldOutLeak(f"{len(leaked)} held-out or unknown cases in the training set: {', '.join(leaked[:5])}")
 
 
-def build_trainset(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, float]],
-                   teachers: list[str], partitions: dict[str, str], *, min_tier1: float = 90.0,
-                   systems: tuple[str, ...] = SYSTEMS) -> list[Example]:
-    """Examples, best teacher per case, in (system, case-file) order."""
-    best: dict[str, Example] = {}
+def _accepted(content: Any) -> bool:
+    """Whether a tool answer is the kiosk's acceptance of a submission (``{"accepted": true, ...}``)."""
+    try:
+        body = json.loads(content) if isinstance(content, str) else content
+    except json.JSONDecodeError:
+        return False
+    return isinstance(body, dict) and body.get("accepted") is True
+
+
+def turn_endings(messages: list[dict[str, Any]]) -> list[bool | None]:
+    """Per user turn: whether its last submission was accepted; ``None`` where it has no submission.
+
+    A tool message answers the calls of the assistant message before it, in order.
+    """
+    endings: list[bool | None] = []
+    pending: list[str] = []
+    for m in messages:
+        role = m.get("role")
+        if role == "user":
+            endings.append(None)
+        elif role == "assistant":
+            pending = [(c.get("function") or {}).get("name") or "" for c in m.get("tool_calls") or []]
+        elif role == "tool" and pending and pending.pop(0) == SUBMIT and endings:
+            endings[-1] = _accepted(m.get("content"))
+    return endings
+
+
+def unfinished(messages: list[dict[str, Any]]) -> str | None:
+    """``no_submission`` or ``refused`` for a conversation that does not end every turn accepted."""
+    endings = turn_endings(messages)
+    if not endings or any(e is None for e in endings):
+        return "no_submission"
+    return None if all(endings) else "refused"
+
+
+@dataclass
+class Selection:
+    """The kept examples and, per (teacher, category), the traces seen, kept and dropped by reason."""
+
+    examples: list[Example]
+    counts: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
+
+    def note(self, teacher: str, case_id: str, outcome: str) -> None:
+        self.counts.setdefault((teacher, case_id.split("-")[1]), Counter())[outcome] += 1
+
+    def dropped(self, reason: str) -> int:
+        return sum(c[reason] for c in self.counts.values())
+
+    def report(self) -> list[str]:
+        """One line per teacher and category (then the teacher's total): traces, kept, drops by reason."""
+        lines = []
+        for teacher in dict.fromkeys(t for t, _ in self.counts):
+            rows = [(cat, self.counts[(teacher, cat)]) for cat in CATEGORIES if (teacher, cat) in self.counts]
+            total: Counter[str] = sum((c for _, c in rows), Counter())
+            for cat, c in [*rows, ("all", total)]:
+                drops = ", ".join(f"{r} {c[r]}" for r in DROP_REASONS if c[r])
+                lines.append(f"  {teacher} {cat}: {c['traces']} traces, {c['kept']} kept"
+                             + (f"; dropped: {drops}" if drops else ""))
+        return lines
+
+
+def _screen(record: CaseRecord, t1: float | None, min_tier1: float) -> str | None:
+    if record.error is not None:
+        return "run_error"
+    if t1 is None:
+        return "unscored"
+    return "below_threshold" if t1 < min_tier1 else None
+
+
+def select_traces(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, float]],
+                  teachers: list[str], partitions: dict[str, str], *, min_tier1: float = 90.0,
+                  systems: tuple[str, ...] = SYSTEMS) -> Selection:
+    """The finished, good-enough train traces, best teacher per case, in (system, case-file) order."""
+    selection = Selection([])
+    candidates: list[Example] = []
     for teacher in teachers:
         scores = tier1.get(teacher)
         if scores is None:
@@ -124,21 +210,39 @@ def build_trainset(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, 
             if not path.is_file():
                 raise MetrobenchError(f"{path}: no run of teacher {teacher} on {system}")
             for record in read_run(path).records:
-                if partitions.get(record.case_id) != "train" or record.error is not None:
+                if partitions.get(record.case_id) != "train":
                     continue
+                selection.note(teacher, record.case_id, "traces")
                 t1 = scores.get(record.case_id)
-                if t1 is None or t1 < min_tier1:
+                reason = _screen(record, t1, min_tier1)
+                if reason is None:
+                    messages = clean_messages(record.messages) if record.messages \
+                        else rebuild_messages(bench, system, record)
+                    reason = unfinished(messages)
+                if reason is not None:
+                    selection.note(teacher, record.case_id, reason)
                     continue
-                current = best.get(record.case_id)
-                if current is not None and current.tier1 >= t1:
-                    continue
-                messages = clean_messages(record.messages) if record.messages \
-                    else rebuild_messages(bench, system, record)
-                best[record.case_id] = Example(record.case_id, teacher, t1, messages)
+                candidates.append(Example(record.case_id, teacher, float(t1), messages))
+    best: dict[str, Example] = {}
+    for example in candidates:  # teachers in order of preference: a tie keeps the first
+        current = best.get(example.case_id)
+        if current is None or example.tier1 > current.tier1:
+            best[example.case_id] = example
+    for example in candidates:
+        won = best[example.case_id] is example
+        selection.note(example.teacher, example.case_id, "kept" if won else "outranked")
     order = {c.id: (SYSTEMS.index(s), i) for s in systems for i, c in enumerate(bench.cases(s))}
-    examples = sorted(best.values(), key=lambda e: order[e.case_id])
-    check_no_holdout(examples, partitions)
-    return examples
+    selection.examples = sorted(best.values(), key=lambda e: order[e.case_id])
+    check_no_holdout(selection.examples, partitions)
+    return selection
+
+
+def build_trainset(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, float]],
+                   teachers: list[str], partitions: dict[str, str], *, min_tier1: float = 90.0,
+                   systems: tuple[str, ...] = SYSTEMS) -> list[Example]:
+    """The examples of :func:`select_traces`."""
+    return select_traces(bench, runs_dir, tier1, teachers, partitions, min_tier1=min_tier1,
+                         systems=systems).examples
 
 
 def composition(examples: list[Example], partitions: dict[str, str], teachers: list[str],
