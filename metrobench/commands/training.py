@@ -23,7 +23,7 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def _add_trainset(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("trainset", help="teacher traces with Tier 1 >= threshold, train partition only")
+    p = sub.add_parser("trainset", help="finished teacher traces with Tier 1 >= threshold, train partition only")
     _add_data(p)
     p.add_argument("--scores", required=True, metavar="DIR", help="Parquet scores of the teachers' runs")
     p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<teacher>/<system>.jsonl")
@@ -41,14 +41,14 @@ def _add_trainset(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_trainset(args: argparse.Namespace) -> int:
     from metrobench.data.partition import load_split
     from metrobench.agents.prompts import TOOLS
-    from metrobench.training.trainset import build_trainset, composition, tier1_by_model, write_trainset
+    from metrobench.training.trainset import composition, select_traces, tier1_by_model, write_trainset
 
     bench = _bench(args)
     teachers = [t.strip() for t in args.teachers.split(",") if t.strip()]
     partitions = load_split(bench, args.split)
     tier1 = tier1_by_model(Path(args.scores), teachers)
-    examples = build_trainset(bench, Path(args.runs), tier1, teachers, partitions,
-                              min_tier1=args.min_tier1)
+    selection = select_traces(bench, Path(args.runs), tier1, teachers, partitions, min_tier1=args.min_tier1)
+    examples = selection.examples
     out = Path(args.out)
     table = Path(args.composition) if args.composition else out.with_name("composition.csv")
     rows = composition(examples, partitions, teachers)
@@ -56,6 +56,8 @@ def cmd_trainset(args: argparse.Namespace) -> int:
     total = rows[-1]
     print(f"wrote {out}: {total['kept']} examples of {total['train_cases']} train cases "
           f"({total['coverage_pct']} %), mean Tier 1 {total['mean_tier1']}; composition in {table}")
+    print("traces per teacher and category (train partition), kept and dropped by reason:")
+    print("\n".join(selection.report()))
     if args.recipe:
         from metrobench.training.tokens import recipe_reports
 

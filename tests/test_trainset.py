@@ -1,0 +1,138 @@
+"""The training set keeps finished traces only: every turn's last submission accepted by the kiosk.
+
+Real rule-agent runs in both modes (the baseline's route submissions are refused by the
+kiosk, the teacher's accepted), scored by the real scorer, filtered by ``metrobench trainset``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from metrobench.cli import main
+from metrobench.data import SYSTEMS
+from metrobench.data.partition import load_split
+from metrobench.kiosk.tools.dispatch import call_tool
+from metrobench.kiosk.tools.session import ToolSession
+from metrobench.training.trainset import select_traces, tier1_by_model, turn_endings, unfinished
+
+SUBMIT = "submit_assistant_state"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, root):
+    """Train-partition runs of the rule agent in both modes, scored: DIR/<mode>/{runs,scores}."""
+    base = tmp_path_factory.mktemp("modes")
+    for mode in ("baseline", "teacher"):
+        out = base / mode / "runs" / "rule-agent" / "{system}.jsonl"
+        args = ["rule-agent", "--data", str(root), "--partition", "train", "--mode", mode, "--out", str(out),
+                "--no-verify"]
+        for system in SYSTEMS:
+            args += ["--system", system]
+        assert main(args) == 0
+        score = ["score", "--data", str(root), "--out", str(base / mode / "scores"), "--judge", "none",
+                 "--partition", "train"]
+        for system in SYSTEMS:
+            score += ["--run", str(base / mode / "runs" / "rule-agent" / f"{system}.jsonl")]
+        assert main(score) == 0
+    return base
+
+
+def _records(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _last_submit_refused(record) -> bool:
+    return [c for c in record["tool_calls_made"] if c["name"] == SUBMIT][-1]["error"] is not None
+
+
+def test_a_trace_whose_final_submission_was_refused_never_enters(runs, bench):
+    split = load_split(bench)
+    path = runs / "baseline" / "runs"
+    records = _records(path / "rule-agent" / "doha.jsonl")
+    refused = {r["case_id"] for r in records if _last_submit_refused(r)}
+    assert refused and len(refused) < len(records)      # both kinds present in the real run
+    everything = {"rule-agent": {r["case_id"]: 100.0 for r in records}}  # every trace above the threshold
+    selection = select_traces(bench, path, everything, ["rule-agent"], split, systems=("doha",))
+    kept = {e.case_id for e in selection.examples}
+    assert kept == {r["case_id"] for r in records} - refused
+    assert selection.dropped("refused") == len(refused) and selection.dropped("below_threshold") == 0
+    for example in selection.examples:                  # each ends on the kiosk's acceptance
+        last = example.messages[-1]
+        assert last["role"] == "tool" and json.loads(last["content"])["accepted"] is True
+
+
+def test_teacher_mode_traces_all_end_accepted(runs, bench):
+    split = load_split(bench)
+    records = _records(runs / "teacher" / "runs" / "rule-agent" / "doha.jsonl")
+    assert not any(_last_submit_refused(r) for r in records)
+    everything = {"rule-agent": {r["case_id"]: 100.0 for r in records}}
+    selection = select_traces(bench, runs / "teacher" / "runs", everything, ["rule-agent"], split,
+                              systems=("doha",))
+    assert len(selection.examples) == len(records) and selection.dropped("refused") == 0
+
+
+def test_trainset_prints_the_drops_per_teacher_category_and_reason(runs, root, capsys, tmp_path):
+    lines = {}
+    for mode in ("baseline", "teacher"):
+        capsys.readouterr()
+        assert main(["trainset", "--data", str(root), "--scores", str(runs / mode / "scores"),
+                     "--runs", str(runs / mode / "runs"), "--teachers", "rule-agent",
+                     "--out", str(tmp_path / mode / "dataset.jsonl")]) == 0
+        lines[mode] = capsys.readouterr().out.splitlines()
+    baseline, teacher = lines["baseline"], lines["teacher"]
+    assert baseline[0].startswith("wrote ") and "53 examples of 717 train cases" in baseline[0]
+    assert "  rule-agent A: 91 traces, 0 kept; dropped: refused 91" in baseline
+    assert "  rule-agent C: 92 traces, 0 kept; dropped: below_threshold 71, refused 21" in baseline
+    assert "  rule-agent all: 717 traces, 53 kept; dropped: below_threshold 395, refused 269" in baseline
+    assert "  (refused: a turn whose last submission the kiosk refused)" in baseline
+    # the teacher mode's traces that pass the threshold all end accepted: nothing refused
+    assert "322 examples of 717 train cases" in teacher[0]
+    assert "  rule-agent A: 91 traces, 91 kept" in teacher
+    assert "  rule-agent all: 717 traces, 322 kept; dropped: below_threshold 395" in teacher
+    assert not any("refused" in line for line in teacher)
+
+
+def test_a_second_teacher_tied_on_every_case_is_outranked(runs, bench, tmp_path):
+    split = load_split(bench)
+    for name in ("a", "b"):
+        shutil.copytree(runs / "teacher" / "runs" / "rule-agent", tmp_path / name)
+    tier1 = tier1_by_model(runs / "teacher" / "scores", ["rule-agent"])
+    both = {"a": tier1["rule-agent"], "b": tier1["rule-agent"]}
+    selection = select_traces(bench, tmp_path, both, ["a", "b"], split)
+    assert {e.teacher for e in selection.examples} == {"a"} and len(selection.examples) == 322
+    assert selection.dropped("outranked") == 322
+    assert "  b all: 717 traces, 0 kept; dropped: below_threshold 395, outranked 322" in selection.report()
+
+
+def _answer(bench, system: str, arguments: dict) -> str:
+    """The tool message the runner writes for a submission: the kiosk's body, or its error."""
+    answer = call_tool(ToolSession(bench.system(system)), SUBMIT, arguments)
+    return json.dumps(answer.body if answer.ok else {"error": answer.text})
+
+
+def _turn(call_id: str, name: str, content: str) -> list[dict]:
+    return [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": call_id, "content": content}]
+
+
+def test_every_turn_of_a_multi_turn_trace_must_end_accepted(runs, bench):
+    teacher = _records(runs / "teacher" / "runs" / "rule-agent" / "doha.jsonl")
+    state = next(c["arguments"] for r in teacher for c in r["tool_calls_made"]
+                 if c["name"] == SUBMIT and c["arguments"].get("route"))
+    accepted = _answer(bench, "doha", state)
+    refused = _answer(bench, "doha", {**state, "route": {**state["route"], "stops": ["Nowhere"]}})
+    assert json.loads(accepted)["accepted"] is True and "Unknown station IDs" in refused
+    planner = json.dumps({"route_id": "r"})
+    user = [{"role": "system", "content": "s"}, {"role": "user", "content": "turn 1"}]
+    second = [{"role": "user", "content": "turn 2"}]
+    good = user + _turn("1", SUBMIT, accepted) + second + _turn("2", SUBMIT, refused) + _turn("3", SUBMIT, accepted)
+    assert turn_endings(good) == [True, True] and unfinished(good) is None   # corrected within the turn
+    late = user + _turn("1", SUBMIT, accepted) + second + _turn("2", SUBMIT, refused)
+    assert turn_endings(late) == [True, False] and unfinished(late) == "refused"
+    skipped = user + _turn("1", "route_planner", planner) + second + _turn("2", SUBMIT, accepted)
+    assert turn_endings(skipped) == [None, True] and unfinished(skipped) == "no_submission"
+    assert unfinished(user + _turn("1", "route_planner", planner)) == "no_submission"
