@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, TypeVar, get_args
 
@@ -31,6 +31,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
     WithJsonSchema, model_validator
 
 from metrobench.agents.runner.config import ModelConfig, Provider
+from metrobench.credentials import env_name_problem, url_problem
 from metrobench.data.root import SYSTEMS, pinned_release
 from metrobench.errors import DataError, MetrobenchError
 from metrobench.scoring.errata import ERRATA
@@ -70,6 +71,17 @@ def _unique(values: list[T]) -> list[T]:
 Unique = (AfterValidator(_unique), Field(json_schema_extra={"uniqueItems": True}))
 
 
+def _checked(problem: Callable[[str], str | None]) -> Callable[[str], str]:
+    """A validator raising ``problem``'s message (which never quotes a secret: metrobench.credentials)."""
+    def check(value: str) -> str:
+        message = problem(value)
+        if message:
+            raise ValueError(message)
+        return value
+
+    return check
+
+
 class Data(Section):
     path: str | None = Field(None, description="local benchmark root; empty to fetch the pinned commit "
                                               "into results/data/")
@@ -87,8 +99,10 @@ class Scoring(Section):
         "none", description="Tier-2 judge: none (judged components unscored, composite as bounds), anthropic "
                             "(key in ANTHROPIC_API_KEY) or openai (any OpenAI-compatible endpoint)")
     judge_model: str | None = Field(None, description="the judge's model id")
-    judge_url: str | None = Field(None, description="the openai judge's endpoint")
-    judge_key_env: str | None = Field(None, description="environment variable holding the judge's key")
+    judge_url: Annotated[str, AfterValidator(_checked(url_problem))] | None = Field(
+        None, description="the openai judge's endpoint")
+    judge_key_env: Annotated[str, AfterValidator(_checked(env_name_problem))] | None = Field(
+        None, description="environment variable holding the judge's key")
     errata: Annotated[list[Erratum], *Unique] = Field(
         [], description="opt-in corrections of the reference scorer (metrobench/scoring/errata.py); "
                         "empty: the reference's scores")
@@ -149,12 +163,29 @@ class View(Section):
     models: list[str] = Field([], description="the case viewer's models (empty: the leaderboard's)")
 
 
-class Downloads(Section):
-    """Checked field by field by :func:`metrobench.downloads.check_downloads` (one line per problem)."""
+HubRepo = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")]
 
-    gguf: dict[str, Any] = Field({}, description="<local path>: {repo, file, revision, sha256}: a served GGUF")
-    bases: dict[str, Any] = Field({}, description="<hub id>: {revision, allow_patterns?, ignore_patterns?}: "
-                                                  "a student's base weights")
+
+class GgufDownload(Section):
+    repo: HubRepo = Field(description="the hub repository, owner/name")
+    file: str = Field(min_length=1, description="the GGUF's file name in the repository")
+    revision: str = Field("main", min_length=1, description="a branch, tag or commit (locked to a commit)")
+
+
+class BaseDownload(Section):
+    revision: str = Field("main", min_length=1, description="a branch, tag or commit (locked to a commit)")
+    allow_patterns: list[str] | None = Field(None, description="only files matching these (fnmatch)")
+    ignore_patterns: list[str] | None = Field(
+        None, description="files skipped (default: vision tower, MTP head, non-safetensors weights)")
+
+
+class Downloads(Section):
+    """What the study fetches from the hub, by name; ``metrobench lock`` resolves it (metrobench/hub/)."""
+
+    lock: str = Field("config/models.lock.yaml", description="the lock file: what each entry resolved to")
+    gguf: dict[str, GgufDownload] = Field({}, description="<local path>: {repo, file, revision?}: a served GGUF")
+    bases: dict[HubRepo, BaseDownload] = Field(
+        {}, description="<hub repo>: {revision?, allow_patterns?, ignore_patterns?}: a student's base weights")
 
 
 class StudyConfig(Section):
@@ -187,7 +218,7 @@ class StudyConfig(Section):
     stats: Stats = Field(Stats(), description="bootstrap settings and the models of Tables 9, 10, Figure 4")
     report: Report = Field(Report(), description="what `rule all` reports")
     view: View = Field(View(), description="the case viewer (results/view)")
-    downloads: Downloads = Field(Downloads(), description="pinned model downloads (metrobench/downloads.py)")
+    downloads: Downloads = Field(Downloads(), description="models fetched from the hub by name, locked (metrobench/hub/)")
 
     @model_validator(mode="before")
     @classmethod
@@ -251,8 +282,6 @@ def _check_models(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
 
 def validate_study(raw: Any, sources: list[tuple[str, Any]] | None = None) -> StudyConfig:
     """A merged config mapping as a StudyConfig; ``sources`` (name, raw mapping) name the culprit file."""
-    from metrobench.downloads import check_downloads
-
     sources = sources if sources is not None else [("study config", raw)]
     if not isinstance(raw, Mapping):
         raise MetrobenchError(f"{_source(sources, ())}: expected a mapping of config keys")
@@ -261,9 +290,6 @@ def validate_study(raw: Any, sources: list[tuple[str, Any]] | None = None) -> St
     except ValidationError as exc:
         _raise(sources, exc)
     _check_models(study, sources)
-    problems = check_downloads(study.downloads.model_dump(), _source(sources, ("downloads",)))
-    if problems:
-        raise MetrobenchError(problems[0])
     return study
 
 

@@ -232,10 +232,16 @@ def test_scoring_a_doha_run_as_marta_refuses_and_keeps_the_marta_scores(root, tm
 @pytest.mark.parametrize("flags,expected", [
     (["--limit", "-1"], "--limit: -1 is not at least 1"),
     (["--limit", "0"], "--limit: 0 is not at least 1"),
-    (["--timeout", "-5"], "field timeout_s"),
-    (["--max-rounds", "0"], "field max_rounds"),
-    (["--concurrency", "0"], "field concurrency"),
-    (["--base-url", "notaurl"], "is not an http:// or https:// URL"),
+    (["--timeout", "-5"], "--timeout: -5 is not above 0"),
+    (["--timeout", "nan"], "--timeout: 'nan' is not a finite number"),
+    (["--temperature", "inf"], "--temperature: 'inf' is not a finite number"),
+    (["--max-tokens", "0"], "--max-tokens: 0 is not at least 1"),
+    (["--cases", ""], "--cases: an empty item"),
+    (["--cases", "MARTA-A-001,,"], "--cases: an empty item"),
+    (["--max-rounds", "0"], "--max-rounds: 0 is not at least 1"),
+    (["--concurrency", "0"], "--concurrency: 0 is not at least 1"),
+    (["--base-url", "notaurl"], "not an http:// or https:// URL"),
+    (["--base-url", "http://127.0.0.1:99999/v1"], "is not an http:// or https:// URL"),
     (["--base-url", "ftp://host/v1"], "is not an http:// or https:// URL"),
 ])
 def test_bad_run_limits_are_refused_before_any_request(root, tmp_path, capsys, flags, expected):

@@ -46,6 +46,77 @@ def _port(text: str) -> int:
     return value
 
 
+def _finite(text: str) -> float:
+    """A float flag: a number, and finite (``nan`` and ``inf`` pass float() and then misbehave)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value:g} is negative")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = _finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value:g} is not above 0")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """A fraction strictly between 0 and 1 (0 or 1 would put every case on one side)."""
+    value = _finite(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{value:g} is not between 0 and 1 (exclusive)")
+    return value
+
+
+def _percent(text: str) -> float:
+    """A threshold on a 0-100 score: outside that range the filter keeps all or nothing."""
+    value = _finite(text)
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{value:g} is not a percentage (0-100)")
+    return value
+
+
+def _name_list(text: str) -> str:
+    """A comma-separated list with at least one item (an empty one would silently mean "all")."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError("an empty item in the list (give comma-separated names, none empty)")
+    return ",".join(items)
+
+
+def _env_name(text: str) -> str:
+    """The NAME of an environment variable; a key given here is refused without being echoed."""
+    from metrobench.credentials import env_name_problem
+
+    problem = env_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
+def _http_url(text: str) -> str:
+    """An http(s) endpoint without credentials in it (quoted redacted if refused)."""
+    from metrobench.credentials import url_problem
+
+    problem = url_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def _add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", metavar="ROOT", help="benchmark root (default: $METROBENCH_DATA)")
 
@@ -163,17 +234,17 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gguf", help="serve this GGUF (a student) with the config's student_serving settings")
     p.add_argument("--model", help="model name (paths, tables)")
     p.add_argument("--provider", choices=("llama_cpp", "openai", "azure", "azure_responses", "mistral"))
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
-    p.add_argument("--api-key-env", help="environment variable holding the API key")
-    p.add_argument("--temperature", type=float)
-    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--base-url", type=_http_url, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
+    p.add_argument("--api-key-env", type=_env_name, help="environment variable holding the API key")
+    p.add_argument("--temperature", type=_non_negative)
+    p.add_argument("--max-tokens", type=_at_least_one)
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--reasoning-effort")
-    p.add_argument("--concurrency", type=int, help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
-    p.add_argument("--max-rounds", type=int, help="model calls per case, all turns together (default 20)")
-    p.add_argument("--timeout", type=float, help="seconds per request (default 240)")
+    p.add_argument("--concurrency", type=_at_least_one, help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
+    p.add_argument("--max-rounds", type=_at_least_one, help="model calls per case, all turns together (default 20)")
+    p.add_argument("--timeout", type=_positive, help="seconds per request (default 240)")
     _add_selection(p)
-    p.add_argument("--cases", help="comma-separated case ids")
+    p.add_argument("--cases", type=_name_list, help="comma-separated case ids")
     p.add_argument("--limit", type=_at_least_one, help="only the first N cases")
     p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (the CPU demo)")
     p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from metrobench.commands.common import Subparsers, _add_data, _add_verify, _bench, _verified_bench
+from metrobench.commands.common import Subparsers, _add_data, _add_verify, _bench, _fraction, _verified_bench
 from metrobench.errors import MetrobenchError
 
 
@@ -68,7 +68,7 @@ def _add_partition(sub: Subparsers[argparse.ArgumentParser]) -> None:
     _add_data(p)
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--frac", type=float, default=0.25, help="held-out fraction")
+    p.add_argument("--frac", type=_fraction, default=0.25, help="held-out fraction")
     _add_verify(p)
     p.set_defaults(func=cmd_partition)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.commands.common import Subparsers, _add_data, _bench, load_study
+from metrobench.commands.common import Subparsers, _add_data, _at_least_one, _bench, load_study
 from metrobench.vocabulary import REPORT_PARTITIONS, WHOLE_IN_REPORTS
 
 TYPE_CHECKING = False
@@ -60,7 +60,7 @@ def _add_stats(sub: Subparsers[argparse.ArgumentParser]) -> None:
     q = stats_sub.add_parser("bootstrap", help="per-model bootstrap CIs of Tier 1 and composite")
     q.add_argument("--scores", required=True, metavar="DIR")
     q.add_argument("--partition", default="holdout", choices=REPORT_PARTITIONS)
-    q.add_argument("--n-resamples", type=int, default=5000)
+    q.add_argument("--n-resamples", type=_at_least_one, default=5000)
     q.add_argument("--seed", type=int, default=42)
     q.add_argument("--out", required=True, help="CSV")
     q.set_defaults(func=cmd_stats_bootstrap)
@@ -119,7 +119,7 @@ def cmd_view(args: argparse.Namespace) -> int:
 def _add_agreement(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("judge-agreement", help="judge calibration: agreement statistics from a ratings CSV")
     p.add_argument("--ratings", required=True, help="CSV: item id, then one column per rater (0/1/2)")
-    p.add_argument("--n-resamples", type=int, default=2000)
+    p.add_argument("--n-resamples", type=_at_least_one, default=2000)
     p.add_argument("--seed", type=int, default=42)
     p.set_defaults(func=cmd_agreement)
 

@@ -11,7 +11,8 @@ import argparse
 from pathlib import Path
 
 from metrobench.arrow import import_without_numpy
-from metrobench.commands.common import Subparsers, _add_data, _add_selection, _add_verify, _verified_bench
+from metrobench.commands.common import Subparsers, _add_data, _add_selection, _add_verify, _at_least_one, \
+    _env_name, _http_url, _verified_bench
 from metrobench.vocabulary import REPORT_PARTITIONS
 
 
@@ -28,15 +29,15 @@ def _add_score(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="scores folder")
     p.add_argument("--judge", default="none", choices=("none", "anthropic", "openai"))
     p.add_argument("--judge-model", help="judge model (anthropic default: claude-haiku-4-5-20251001)")
-    p.add_argument("--judge-url", help="judge API base URL (default: the provider's)")
-    p.add_argument("--judge-key-env", help="environment variable holding the judge's API key")
+    p.add_argument("--judge-url", type=_http_url, help="judge API base URL (default: the provider's)")
+    p.add_argument("--judge-key-env", type=_env_name, help="environment variable holding the judge's API key")
     p.add_argument("--judge-cache", help="judgment cache (default: DIR.judge-cache.jsonl)")
-    p.add_argument("--judge-concurrency", type=int, default=4)
+    p.add_argument("--judge-concurrency", type=_at_least_one, default=4)
     p.add_argument("--errata", default="", help="comma-separated errata to apply (default: none)")
     _add_selection(p, "the cases the run should contain (absent ones score as failures); "
                       "default: those the run recorded, else all")
     p.set_defaults(partition=None)
-    p.add_argument("--sample", type=int, help="the run holds only this stratified sample (see run --sample; "
+    p.add_argument("--sample", type=_at_least_one, help="the run holds only this stratified sample (see run --sample; "
                                               "default: the run's)")
     p.add_argument("--model", help="model name (default: the run's)")
     p.add_argument("--system", help="system (default: the run's)")

@@ -1,4 +1,4 @@
-"""The student pipeline: ``trainset``, ``train``, ``fetch-model``, ``merge``, ``export-gguf``, ``quantize``.
+"""The student pipeline: ``trainset``, ``train``, ``merge``, ``export-gguf``, ``quantize``.
 
 Contract: each command writes only its ``--out`` (and the stamp or table it
 names); torch, transformers and llama.cpp are imported inside the handlers
@@ -13,12 +13,12 @@ import json
 import os
 from pathlib import Path
 
-from metrobench.commands.common import SPLIT_HELP, Subparsers, _add_data, _bench
+from metrobench.commands.common import SPLIT_HELP, Subparsers, _add_data, _bench, _name_list, _percent
 from metrobench.errors import MetrobenchError
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    for add in (_add_trainset, _add_train, _add_fetch_model, _add_merge, _add_export_gguf, _add_quantize):
+    for add in (_add_trainset, _add_train, _add_merge, _add_export_gguf, _add_quantize):
         add(sub)
 
 
@@ -27,8 +27,8 @@ def _add_trainset(sub: Subparsers[argparse.ArgumentParser]) -> None:
     _add_data(p)
     p.add_argument("--scores", required=True, metavar="DIR", help="Parquet scores of the teachers' runs")
     p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<teacher>/<system>.jsonl")
-    p.add_argument("--teachers", required=True, help="comma-separated teacher models, in order of preference")
-    p.add_argument("--min-tier1", type=float, default=90.0)
+    p.add_argument("--teachers", required=True, type=_name_list, help="comma-separated teacher models, in order of preference")
+    p.add_argument("--min-tier1", type=_percent, default=90.0, help="Tier 1 threshold, 0-100")
     p.add_argument("--split", help=SPLIT_HELP)
     p.add_argument("--out", required=True, help="training set (JSONL)")
     p.add_argument("--composition", help="composition table (default: composition.csv beside --out)")
@@ -94,46 +94,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"adapter in {args.out}: {metrics['steps']} steps, train loss {fmt(metrics['first_train_loss'])} -> "
           f"{fmt(metrics['final_train_loss'])}, validation loss {fmt(metrics['val_loss'])} "
           f"({metrics['val_examples']} examples), {metrics['wall_s']} s")
-    return 0
-
-
-def _add_fetch_model(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("fetch-model", help="fetch a pinned GGUF (SHA-256 checked) or a student's base weights")
-    p.add_argument("--repo", required=True, help="Hugging Face repository id")
-    p.add_argument("--revision", required=True, help="pinned commit (40 hex digits)")
-    p.add_argument("--gguf", metavar="PATH", help="fetch one GGUF file to PATH (with --file, --sha256)")
-    p.add_argument("--file", help="the GGUF's name in the repository")
-    p.add_argument("--sha256", help="the GGUF's expected SHA-256")
-    p.add_argument("--allow", action="append", help="base weights: only files matching (repeatable)")
-    p.add_argument("--ignore", action="append", help="base weights: skip files matching (repeatable; "
-                   "default: vision tower, MTP, non-safetensors weights)")
-    p.add_argument("--stamp", help="base weights: write what was fetched (JSON) here")
-    p.set_defaults(func=cmd_fetch_model)
-
-
-def cmd_fetch_model(args: argparse.Namespace) -> int:
-    from metrobench.downloads import check_downloads, fetch_base, fetch_gguf
-
-    if args.gguf:
-        entry = {"repo": args.repo, "file": args.file, "revision": args.revision, "sha256": args.sha256}
-        problems = check_downloads({"gguf": {args.gguf: entry}}, "fetch-model")
-        if problems:
-            raise MetrobenchError(problems[0])
-        fetch_gguf(args.repo, args.file, args.revision, args.sha256, Path(args.gguf))
-        print(f"{args.gguf}: {args.repo}/{args.file} at {args.revision[:12]}, SHA-256 {args.sha256[:12]}... checked")
-        return 0
-    problems = check_downloads({"bases": {args.repo: {"revision": args.revision}}}, "fetch-model")
-    if problems:
-        raise MetrobenchError(problems[0])
-    folder = fetch_base(args.repo, args.revision, allow_patterns=args.allow or None,
-                        ignore_patterns=args.ignore or None)
-    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
-    if args.stamp:
-        from metrobench.atomic import write_text
-
-        write_text(args.stamp, json.dumps({"repo": args.repo, "revision": args.revision, "folder": str(folder),
-                                           "files": files}, indent=2) + "\n")
-    print(f"{args.repo} at {args.revision[:12]}: {len(files)} files in {folder}")
     return 0
 
 

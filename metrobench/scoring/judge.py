@@ -10,21 +10,36 @@ Unlike the reference, whose cache key was only component + case + answer text
 #12), a cached judgment here is keyed by component, case id, answer text, the
 full rubric prompt, the system instruction and the judge model. The cache is
 an append-only JSONL file: a killed scoring run keeps every judgment it paid for.
+A line it cannot use (cut by a killed writer, not UTF-8, not JSON, no verdict) is
+skipped with one warning naming the file and its lines, and that judgment is asked
+again; every other line is kept, and an append after a cut line starts a new line.
+
+Every request has a total deadline (``timeout`` seconds from sending to the last
+byte), not only a per-read one: a server trickling its reply a byte at a time is cut
+off and retried like any timeout. The backends run the SDKs' async clients on one
+event-loop thread of their own for this. A reply's lone surrogates (``"\\ud800"``,
+which no UTF-8 writer accepts) become U+FFFD; a key a server quotes in an error is
+replaced by ``***``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import math
 import os
+import re
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from metrobench.errors import MetrobenchError
+from metrobench.credentials import env_name_problem, scrub, url_problem
+from metrobench.errors import MetrobenchError, not_utf8
 from metrobench.retry import backoff_delay, retry_after
 from metrobench.scoring.rubrics import JUDGE_SYSTEM, JudgeTask, parse_reply
 
@@ -50,17 +65,61 @@ class RetryableError(Exception):
         self.retry_after = retry_after
 
 
-def _classify(exc: Exception, backend: str) -> Exception:
-    """Map an SDK exception to :class:`RetryableError` or a user-facing error."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with lone surrogates (a JSON ``"\\ud800"``; not encodable as UTF-8) as U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _server_delay(exc: Exception) -> float | None:
+    """The server's retry-after if it is a usable number of seconds (not negative, not nan)."""
+    delay = retry_after(exc)
+    return delay if delay is not None and math.isfinite(delay) and delay >= 0 else None
+
+
+def _classify(exc: Exception, backend: str, key: str | None = None) -> Exception:
+    """Map an SDK exception to :class:`RetryableError` or a user-facing error (``key`` never quoted)."""
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
     if status == 429 or (isinstance(status, int) and status >= 500) \
             or "Connection" in name or "Timeout" in name:
-        return RetryableError(f"{backend}: {name} {status or ''}".strip(), retry_after(exc))
+        return RetryableError(f"{backend}: {name} {status or ''}".strip(), _server_delay(exc))
     if status is not None:
-        body = getattr(exc, "message", "") or str(exc)
+        body = scrub(without_surrogates(getattr(exc, "message", "") or str(exc)), key)
         return MetrobenchError(f"judge backend {backend}: HTTP {status}: {body[:300]}")
     return exc
+
+
+class _Deadline:
+    """Async requests under a total deadline, run on an event-loop thread of their own.
+
+    The SDKs' timeouts bound each read, so a reply trickled a byte at a time never
+    times out; ``asyncio.wait_for`` bounds the whole request and cancels it (the
+    connection is closed) when the deadline passes. Callers on any thread block on
+    :meth:`call`; the async client is made once, on the loop, and shared.
+    """
+
+    def __init__(self, make_client: Callable[[], Any], total_s: float) -> None:
+        self.total_s = total_s
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, name="judge-http", daemon=True).start()
+        self._client = self._submit(self._make(make_client))
+
+    @staticmethod
+    async def _make(make_client: Callable[[], Any]) -> Any:
+        return make_client()
+
+    def _submit(self, coro: Awaitable[Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
+
+    def call(self, request: Callable[[Any], Awaitable[Any]], backend: str) -> Any:
+        """``request(client)``'s result; :class:`RetryableError` when it outlives the deadline."""
+        try:
+            return self._submit(asyncio.wait_for(request(self._client), self.total_s))
+        except TimeoutError:
+            raise RetryableError(f"{backend}: no complete reply within {self.total_s:g} s") from None
 
 
 def _malformed(backend: str, reply: Any, exc: Exception) -> RetryableError:
@@ -74,6 +133,7 @@ class AnthropicBackend:
 
     def __init__(self, model: str = DEFAULT_ANTHROPIC_MODEL, *, base_url: str | None = None,
                  api_key_env: str = "ANTHROPIC_API_KEY", timeout: float = 60.0) -> None:
+        _check_endpoint("anthropic", base_url, api_key_env)
         key = os.environ.get(api_key_env)
         if not key:
             raise MetrobenchError(f"judge backend anthropic: set the environment variable {api_key_env}")
@@ -83,22 +143,21 @@ class AnthropicBackend:
             raise MetrobenchError("judge backend anthropic needs the anthropic package: "
                                   "pip install 'metrobench[judge]'") from None
         self.model = model
-        self._client = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0,
-                                           timeout=timeout)
+        self._key = key
+        self._http = _Deadline(lambda: anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0,
+                                                                timeout=timeout), timeout)
 
     def complete(self, system: str, prompt: str) -> str:
+        # SDK 1.0 dropped the sampling keywords from create(); the API still takes
+        # temperature for Haiku 4.5, so it travels in the body (greedy, as the paper judged).
+        message = _send(self._http, "anthropic", self._key, lambda client: client.messages.create(
+            model=self.model, max_tokens=MAX_TOKENS, system=system,
+            messages=[{"role": "user", "content": prompt}], extra_body={"temperature": 0}))
         try:
-            # SDK 1.0 dropped the sampling keywords from create(); the API still takes
-            # temperature for Haiku 4.5, so it travels in the body (greedy, as the paper judged).
-            message = self._client.messages.create(
-                model=self.model, max_tokens=MAX_TOKENS, system=system,
-                messages=[{"role": "user", "content": prompt}], extra_body={"temperature": 0})
-        except Exception as exc:  # noqa: BLE001 - sorted into retryable / fatal below
-            raise _classify(exc, "anthropic") from None
-        try:
-            return "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
+            text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
         except (AttributeError, TypeError) as exc:
             raise _malformed("anthropic", message, exc) from None
+        return without_surrogates(text)
 
 
 class OpenAIBackend:
@@ -111,61 +170,125 @@ class OpenAIBackend:
         except ImportError:
             raise MetrobenchError("judge backend openai needs the openai package: "
                                   "pip install 'metrobench[judge]'") from None
+        _check_endpoint("openai", base_url, api_key_env)
         key = os.environ.get(api_key_env) or ("local" if base_url else None)
         if not key:
             raise MetrobenchError(f"judge backend openai: set {api_key_env} or give a base URL")
         self.model = model
-        self._client = openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout)
+        self._key = key
+        self._http = _Deadline(lambda: openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0,
+                                                          timeout=timeout), timeout)
 
     def complete(self, system: str, prompt: str) -> str:
-        try:
-            reply = self._client.chat.completions.create(
-                model=self.model, temperature=0, max_tokens=MAX_TOKENS,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": prompt}])
-        except Exception as exc:  # noqa: BLE001
-            raise _classify(exc, "openai") from None
+        reply = _send(self._http, "openai", self._key, lambda client: client.chat.completions.create(
+            model=self.model, temperature=0, max_tokens=MAX_TOKENS,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": prompt}]))
         try:
             content = reply.choices[0].message.content
         except (AttributeError, TypeError, IndexError, KeyError) as exc:
             raise _malformed("openai", reply, exc) from None
-        return content if isinstance(content, str) else ""
+        return without_surrogates(content) if isinstance(content, str) else ""
+
+
+def _check_endpoint(backend: str, base_url: str | None, api_key_env: str) -> None:
+    """Refuse a key given as the variable's name, or a URL with credentials, never quoting either."""
+    problem = env_name_problem(api_key_env)
+    if problem:
+        raise MetrobenchError(f"judge backend {backend}: judge key env: {problem}")
+    problem = url_problem(base_url) if base_url is not None else None
+    if problem:
+        raise MetrobenchError(f"judge backend {backend}: judge URL: {problem}")
+
+
+def _send(http: _Deadline, backend: str, key: str, request: Callable[[Any], Awaitable[Any]]) -> Any:
+    """One request through the SDK under the total deadline; its failures sorted by :func:`_classify`."""
+    try:
+        return http.call(request, backend)
+    except RetryableError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - sorted into retryable / fatal
+        raise _classify(exc, backend, key) from None
 
 
 def cache_key(task: JudgeTask, model: str, system: str = JUDGE_SYSTEM) -> str:
     material = json.dumps([task.component, task.case_id, task.response_text, task.prompt, system,
                            model], ensure_ascii=False)
-    return hashlib.sha256(material.encode()).hexdigest()
+    # surrogatepass: an answer holding a lone surrogate still has a key (others' bytes are unchanged)
+    return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+#: What a cached line must hold to stand for a judgment.
+VERDICT_FIELDS = ("key", "score", "reason", "raw")
+
+
+def _entry(line: bytes) -> tuple[dict[str, Any] | None, str]:
+    """One cache line as an entry, else None and why it cannot be used."""
+    try:
+        entry = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return None, not_utf8(exc)
+    except json.JSONDecodeError:
+        return None, "not a JSON object (cut by an interrupted write?)"
+    if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+        return None, "no cache key"
+    missing = [name for name in VERDICT_FIELDS if name not in entry]
+    return (None, f"no {', '.join(missing)}") if missing else (entry, "")
 
 
 class JudgeCache:
-    """Judgments on disk, one JSON object per line; later lines win."""
+    """Judgments on disk, one JSON object per line; later lines win; unusable lines skipped with a warning."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = Path(path) if path else None
         self.entries: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         if self.path and self.path.exists():
-            for number, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    entry = json.loads(line)
-                    self.entries[entry["key"]] = entry
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    # an interrupted append leaves a partial last line: that judgment is redone
-                    continue
+            self._load(self.path)
+
+    def _load(self, path: Path) -> None:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise MetrobenchError(f"{path}: judge cache unreadable ({exc.strerror or exc})") from None
+        skipped: list[str] = []
+        for number, line in enumerate(data.split(b"\n"), 1):
+            if not line.strip():
+                continue
+            entry, problem = _entry(line)
+            if entry is None:
+                skipped.append(f"line {number}: {problem}")
+            else:
+                self.entries[entry["key"]] = entry
+        if skipped:
+            shown = "; ".join(skipped[:3]) + (f"; {len(skipped) - 3} more" if len(skipped) > 3 else "")
+            print(f"metrobench: warning: {path}: {len(skipped)} unusable judge-cache line"
+                  f"{'s' if len(skipped) > 1 else ''} skipped ({shown}); those judgments are asked again",
+                  file=sys.stderr)
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.entries.get(key)
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         entry = {"key": key, **entry}
+        text = json.dumps(entry, ensure_ascii=False)
+        try:
+            line = text.encode("utf-8") + b"\n"
+        except UnicodeEncodeError:  # a lone surrogate: JSON's \\u escape keeps it exactly
+            line = json.dumps(entry).encode("ascii") + b"\n"
         with self._lock:
             self.entries[key] = entry
             if self.path:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.path, "a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                self._append(self.path, line)
+
+    @staticmethod
+    def _append(path: Path, line: bytes) -> None:
+        """Append one line; after a line cut by a killed writer, start a new line first."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size and os.pread(fh.fileno(), 1, size - 1) != b"\n":
+                line = b"\n" + line
+            fh.write(line)
 
 
 @dataclass

@@ -19,10 +19,10 @@ import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from metrobench.credentials import env_name_problem, url_problem
 from metrobench.data.loader import read_yaml
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import PROMPT_VERSION
@@ -107,12 +107,19 @@ class ModelConfig(BaseModel):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"{value!r} is not an http:// or https:// URL with a host "
-                             "(e.g. http://127.0.0.1:8080/v1)")
+        # metrobench.credentials: no credentials in the URL; quoted only redacted
+        problem = None if value is None else url_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        # a key pasted here is refused without being quoted (metrobench.credentials)
+        problem = None if value is None else env_name_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @property
