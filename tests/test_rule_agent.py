@@ -162,3 +162,54 @@ def test_several_systems_in_one_process_write_one_transcript_each(tmp_path, root
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--system", "cta",
                  "--out", str(tmp_path / "x.jsonl"), "--no-verify"]) == 2
     assert "with several --system, the path must hold {system}" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def teacher(bench):
+    records, totals = {}, {}
+    for system in SYSTEMS:
+        cases = bench.cases(system)
+        records[system] = list(run_cases(bench.system(system), cases, mode="teacher"))
+        scores = Scorer(bench.system(system)).score([c.raw for c in cases], records[system])
+        totals[system] = [s.totals(system) for s in scores]
+    return records, totals
+
+
+def test_teacher_mode_submits_what_the_kiosk_accepts(teacher, baseline):
+    records, _ = teacher
+    base = {r.case_id: r for rs in baseline[0].values() for r in rs}
+    for rs in records.values():
+        for r in rs:
+            submit = r.tool_calls_made[-1]
+            assert submit["name"] == "submit_assistant_state" and submit["error"] is None, r.case_id
+            assert submit["result"]["accepted"] is True
+            assert r.meta == {"config": "rule-agent:teacher"} and base[r.case_id].meta == {}
+            planned = [c for c in r.tool_calls_made if c["name"] == "route_planner" and c["error"] is None]
+            route = submit["arguments"].get("route")
+            if route:  # route_planner's stop objects, unchanged; everything else as the baseline decided
+                assert route["stops"] == planned[-1]["result"]["stops"]
+                assert base[r.case_id].response["ui_updates"]["route"]["stops"] == [
+                    s["station_name"] for s in route["stops"]]
+            assert [c["name"] for c in r.tool_calls_made] == [c["name"] for c in base[r.case_id].tool_calls_made]
+
+
+def test_teacher_mode_scores_as_the_baseline(teacher, bench):
+    _, totals = teacher
+    split = load_split(bench, None)
+    for partition, expected in (("holdout", "84.60"), ("train", "84.52")):
+        part = headline({s: [c for c in v if split[c.case_id] == partition] for s, v in totals.items()})
+        assert f"{part.tier1:.2f}" == expected, partition
+
+
+def test_cli_teacher_mode_is_fingerprinted(tmp_path, root, capsys):
+    for mode in ("baseline", "teacher"):
+        assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
+                     "--mode", mode, "--out", str(tmp_path / mode / "doha.jsonl"), "--no-verify"]) == 0
+    assert "39 cases of doha (0 failed, teacher mode)" in capsys.readouterr().out
+    lines = {m: [json.loads(x) for x in (tmp_path / m / "doha.jsonl").read_text().splitlines()]
+             for m in ("baseline", "teacher")}
+    assert {r["meta"].get("config") for r in lines["teacher"]} == {"rule-agent:teacher"}
+    assert {r["meta"].get("config") for r in lines["baseline"]} == {None}
+    assert main(["rule-agent", "--data", str(root), "--system", "doha", "--mode", "student",
+                 "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "invalid choice: 'student'" in capsys.readouterr().err
