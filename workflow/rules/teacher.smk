@@ -1,5 +1,7 @@
 # Teacher traces on the train partition, scored Tier 1 only, filtered into the
-# distillation training set (Tier 1 >= threshold, one trace per case).
+# distillation training set (Tier 1 >= threshold, every turn ending on an accepted
+# submission, one trace per case). The rule agent teaches in its teacher mode (the
+# stops the kiosk accepts); its baseline mode is the benchmark's baseline row.
 
 
 rule teacher_rule_agent:
@@ -14,7 +16,7 @@ rule teacher_rule_agent:
     params:
         data=data_flag(),
     shell:
-        "metrobench rule-agent {params.data} --system {wildcards.system} --partition train"
+        "metrobench rule-agent {params.data} --mode teacher --system {wildcards.system} --partition train"
         " --split {input.split} --out {output} > {log} 2>&1"
 
 
