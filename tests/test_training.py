@@ -50,10 +50,10 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rule_runs(tmp_path_factory, root):
-    """Rule-agent runs of all six systems, scored: the teacher of these tests."""
+    """Rule-agent runs of all six systems (teacher mode, as the workflow's), scored: the teacher of these tests."""
     base = tmp_path_factory.mktemp("teacher")
     for system in SYSTEMS:
-        assert main(["rule-agent", "--data", str(root), "--system", system,
+        assert main(["rule-agent", "--data", str(root), "--system", system, "--mode", "teacher",
                      "--out", str(base / "runs" / "rule-agent" / f"{system}.jsonl")]) == 0
     args = ["score", "--data", str(root), "--out", str(base / "scores")]
     for system in SYSTEMS:
