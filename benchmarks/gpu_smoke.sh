@@ -33,7 +33,7 @@ echo "== teacher traces: the rule agent on every system (seconds)"
 mb partition --data "$DATA" --out "$OUT/partition.json" >/dev/null 2>&1
 runs=()
 for s in marta doha bart taipei cta beijing; do
-  mb rule-agent --data "$DATA" --system "$s" --split "$OUT/partition.json" \
+  mb rule-agent --data "$DATA" --mode teacher --system "$s" --split "$OUT/partition.json" \
     --out "$OUT/runs/rule-agent/$s.jsonl" >/dev/null
   runs+=(--run "$OUT/runs/rule-agent/$s.jsonl")
 done
