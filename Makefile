@@ -78,7 +78,10 @@ mini-study: $(VENV)/.full | $(DATA)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --configfile config/mini-study.yaml --cores 2 \
 	  --config data='{path: $(abspath $(DATA)), commit: 28f7eacbe0244cdaab0ac70afbcfff9be4dcbc70}'
 
+# Chromium, slurm-wlm and munge for the browser and SLURM tests: installed when missing and
+# possible (root with apt-get), else one line says how, and those tests skip (as in .ci/run).
 test: $(VENV)/.full | $(DATA)
+	scripts/install-test-deps.sh
 	METROBENCH_DATA=$(abspath $(DATA)) $(BIN)/python -m pytest -q
 
 doctor: $(VENV)/.core | $(DATA)

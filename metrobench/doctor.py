@@ -84,8 +84,9 @@ def study_needs(study: StudyConfig) -> StudyNeeds:
             needs.local_models.append(name)
             if cfg.serving.gguf:
                 needs.ggufs[name] = cfg.serving.gguf
-    if study.scoring.judge == "anthropic":
-        needs.key_envs.setdefault("ANTHROPIC_API_KEY", "the judge")
+    judge = study.scoring.judge
+    if judge == "anthropic" or (judge == "openai" and study.scoring.judge_key_env):  # a name, checked
+        needs.key_envs.setdefault(study.scoring.judge_key_env or "ANTHROPIC_API_KEY", "the judge")
     students = study.students
     needs.students = bool(students)
     for student in students.values():

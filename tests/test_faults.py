@@ -148,7 +148,7 @@ def test_a_second_run_on_a_transcript_being_written_refuses_with_one_line(root, 
     gate = threading.Event()
 
     def slow(request):
-        gate.wait(20)
+        gate.wait(600)  # released by the test's finally: the request lasts until then
         return chat_payload('{"outcome": "request_declined"}')
 
     with FakeOpenAI(slow) as api:
@@ -157,7 +157,7 @@ def test_a_second_run_on_a_transcript_being_written_refuses_with_one_line(root, 
         first = subprocess.Popen([sys.executable, "-m", "metrobench", *args], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 300  # a cap only: the loop ends on the first request
             while not api.requests and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert api.requests, "the first run never called the endpoint"

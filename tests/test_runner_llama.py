@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +13,7 @@ from metrobench.cli import main
 from metrobench.agents.runner.config import load_model_config
 from metrobench.agents.runner.run import run_model
 from metrobench.agents.serving import serve_model
-from metrobench.transcripts.records import read_run
+from metrobench.transcripts.records import TranscriptWriter, read_run
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -44,25 +43,40 @@ def test_bench_runs_real_cases_end_to_end_and_they_score(root, tmp_path, capsys)
     assert frame["model"].astype(str).unique().tolist() == ["smollm2-135m"]
 
 
-def test_killing_the_server_mid_run_then_rerunning_loses_and_duplicates_nothing(bench, tmp_path):
-    cfg = load_model_config(SMOLLM2, retries=2, backoff_s=0.05, timeout_s=30)
+def test_killing_the_server_mid_run_then_rerunning_loses_and_duplicates_nothing(bench, tmp_path, monkeypatch):
+    # The kill is tied to an event, not a clock: the first answered case's record holds the
+    # writer (and so the run) until the server is gone, so on a fast or a loaded machine alike
+    # one case is done and the cases not yet started meet a dead server. The timeout is far
+    # above a slow machine's answer: only the kill makes a case fail.
+    cfg = load_model_config(SMOLLM2, retries=2, backoff_s=0.05, timeout_s=900)
     cases = bench.cases("bart")[:4]
     out = tmp_path / "bart.jsonl"
     errors: list[BaseException] = []
-    with serve_model(cfg, log_path=tmp_path / "a.log") as url:
-        def work() -> None:
-            try:
-                run_model(cfg, bench.system("bart"), cases, out, base_url=url,
-                          progress_stream=open("/dev/null", "w"))
-            except BaseException as exc:  # noqa: BLE001
-                errors.append(exc)
-        worker = threading.Thread(target=work)
-        worker.start()
-        deadline = time.monotonic() + 240
-        while not (out.exists() and out.read_text().count("\n") >= 1) and time.monotonic() < deadline:
-            time.sleep(0.2)
+    answered, killed = threading.Event(), threading.Event()
+    write = TranscriptWriter.write
+
+    def write_then_hold(writer: TranscriptWriter, record) -> None:
+        write(writer, record)
+        if not record.meta.get("retryable") and not answered.is_set():
+            answered.set()
+            assert killed.wait(900), "the test never killed the server"
+
+    monkeypatch.setattr(TranscriptWriter, "write", write_then_hold)
+    try:
+        with serve_model(cfg, log_path=tmp_path / "a.log") as url:
+            def work() -> None:
+                try:
+                    run_model(cfg, bench.system("bart"), cases, out, base_url=url,
+                              progress_stream=open("/dev/null", "w"))
+                except BaseException as exc:  # noqa: BLE001
+                    errors.append(exc)
+            worker = threading.Thread(target=work)
+            worker.start()
+            assert answered.wait(900) or errors, "no case was answered"
+    finally:
+        killed.set()  # the server is stopped (or the test failed): let the run go on
     # the server is gone now; the run goes on and records the rest as endpoint failures
-    worker.join(300)
+    worker.join(900)
     assert not worker.is_alive() and not errors
     first = out.read_text().splitlines()
     assert len(first) == 4
