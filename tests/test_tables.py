@@ -9,6 +9,8 @@ is the mean of two system means.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -206,3 +208,60 @@ def test_table10_paired_deltas_p_values_and_holm(cases):
     assert frame["p_holm"].tolist() == [8 * one_sided] * 4 + [1.0] * 2 + [8 * one_sided] * 2
     with pytest.raises(Skip, match="no comparisons"):
         table10(cases, study())
+
+
+def _rule_agent_runs(root: Path, results: Path) -> None:
+    """Real transcripts: the rule agent in both modes on doha and cta's held-out cases."""
+    from metrobench.cli import main
+
+    for model, mode in (("rule-agent", "baseline"), ("rule-agent-teacher", "teacher")):
+        assert main(["rule-agent", "--data", str(root), "--system", "doha", "--system", "cta", "--mode", mode,
+                     "--partition", "holdout", "--model", model, "--no-verify",
+                     "--out", str(results / "runs" / model / "{system}.jsonl")]) == 0
+
+
+def test_protocol_table_from_real_rule_agent_transcripts(root, tmp_path):
+    from metrobench.paper.tables import protocol
+
+    _rule_agent_runs(root, tmp_path)
+    lines = [json.loads(x) for s in ("cta", "doha")
+             for x in (tmp_path / "runs" / "rule-agent" / f"{s}.jsonl").read_text().splitlines()]
+    refused = sum(r["tool_calls_made"][-1]["error"] is not None for r in lines)   # one submission a case
+    assert len(lines) == 78 and 0 < refused < 78
+    frame = protocol(study(stats={"bootstrap_models": ["rule-agent", "rule-agent-teacher"]}), tmp_path)
+    assert frame.to_dict("records") == [
+        {"model": "rule-agent", "cases": 78, "executed_call_pct": 100.0,
+         "accepted_pct": round(100 * (78 - refused) / 78, 1), "mean_rounds": 0.0, "ended_pct": 100.0,
+         "model_error_pct": 0.0, "infrastructure_error_pct": 0.0},
+        {"model": "rule-agent-teacher", "cases": 78, "executed_call_pct": 100.0, "accepted_pct": 100.0,
+         "mean_rounds": 0.0, "ended_pct": 100.0, "model_error_pct": 0.0, "infrastructure_error_pct": 0.0}]
+    assert list(protocol(study(), tmp_path)["model"]) == ["rule-agent", "rule-agent-teacher"]  # every run
+    with pytest.raises(Skip, match="protocol: no transcripts .* for ghost"):
+        protocol(study(stats={"bootstrap_models": ["rule-agent", "ghost"]}), tmp_path)
+
+
+def test_protocol_counts_unread_calls_rounds_and_endings_by_kind(root, tmp_path):
+    """Four of the teacher's real records edited into the endings a served model can have."""
+    from metrobench.paper.tables import protocol
+
+    _rule_agent_runs(root, tmp_path)
+    path = tmp_path / "runs" / "rule-agent-teacher" / "doha.jsonl"
+    records = [json.loads(x) for x in path.read_text().splitlines()][:4]
+    unread = {"name": "route_planner", "arguments": "{oops", "result": None,
+              "error": "arguments are not valid JSON: Expecting property name"}
+    records[0].update(tool_calls_made=[unread], response=None, error="tool-call budget exhausted", api_rounds=6)
+    records[1].update(error="endpoint failed: HTTP 503", api_rounds=1, response=None,
+                      tool_calls_made=[], meta={"ending_kind": "infrastructure"})
+    records[2].update(api_rounds=3)
+    records[3].update(api_rounds=2)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "runs" / "rule-agent-teacher" / "cta.jsonl").unlink()
+    row = protocol(study(stats={"bootstrap_models": ["rule-agent-teacher"]}), tmp_path).iloc[0].to_dict()
+    assert row == {"model": "rule-agent-teacher", "cases": 4, "executed_call_pct": 50.0, "accepted_pct": 50.0,
+                   "mean_rounds": 3.0, "ended_pct": 50.0, "model_error_pct": 25.0,
+                   "infrastructure_error_pct": 25.0}
+    script = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "protocol_stats.py"),
+                             "--runs", str(tmp_path / "runs"), "--model", "rule-agent-teacher"],
+                            capture_output=True, text=True)
+    assert script.returncode == 0, script.stderr
+    assert "| rule-agent-teacher | 4 | 50.0 | 50.0 | 3.0 | 50.0 | 25.0 | 25.0 |" in script.stdout

@@ -43,6 +43,7 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
         "table8": lambda: T.table8(config, results),
         "table9": lambda: pd.concat([T.table9(cases, config, "full"), T.table9(cases, config, "holdout")]),
         "table10": lambda: T.table10(cases, config),
+        "protocol": lambda: T.protocol(config, results),
         "categories": lambda: T.category_matrix(cases, config, "holdout"),
     }
     drawings = {

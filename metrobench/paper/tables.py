@@ -241,6 +241,25 @@ def table10(cases: Cases, config: StudyConfig) -> pd.DataFrame:
     return frame
 
 
+def protocol(config: StudyConfig, results: Path) -> pd.DataFrame:
+    """How each model uses the kiosk protocol (:mod:`metrobench.paper.protocol`), from its transcripts.
+
+    The models of Table 9 (``stats.bootstrap_models``, student groups as their seeds),
+    or, where none are configured, every model with a folder under ``<results>/runs``.
+    """
+    from metrobench.paper.protocol import model_records, protocol_row
+
+    runs = Path(results) / "runs"
+    if config.stats.bootstrap_models:
+        models = layout.members(config.seeds(), config.stats.bootstrap_models)
+    else:
+        models = sorted(p.name for p in runs.glob("*") if p.is_dir())
+    missing = [m for m in models if not any((runs / m).glob("*.jsonl"))]
+    if not models or missing:
+        raise Skip(f"protocol: no transcripts under {runs} for {', '.join(missing) or 'any model'}")
+    return pd.DataFrame([protocol_row(m, model_records(runs, m)) for m in models])
+
+
 def category_matrix(cases: Cases, config: StudyConfig, partition: str = "holdout") -> pd.DataFrame:
     """Per model x category, pooled case means of composite and Tier 1 (Figure 3's data)."""
     models = config.stats.category_models or cases.models()

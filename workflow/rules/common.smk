@@ -178,6 +178,12 @@ TABLE_INPUTS = {
     "table8": [layout.adapter_dir(*student_of(m)) for m in STUDENT_MODELS]
     + [layout.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
     "table9": scores_of(members(STATS.bootstrap_models)),
+    "protocol": scores_of(members(STATS.bootstrap_models))
+    + expand(
+        layout.run_path("{model}", "{system}"),
+        model=members(STATS.bootstrap_models),
+        system=SYSTEMS,
+    ),
     "table10": scores_of(members([m for pair in STATS.comparisons for m in pair])),
     "categories": scores_of(members(STATS.category_models)),
 }
