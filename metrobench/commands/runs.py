@@ -5,6 +5,12 @@ discards it first); the model's settings come from :func:`_model_config`
 (study config, model config or flags) and the cases from :func:`_run_selection`,
 recorded in every record (:mod:`metrobench.transcripts.selection`) for ``score`` to read.
 ``bench`` takes the transcript's lock before it starts the server.
+
+The last line counts the cases per ending. A run that leaves a case on an
+infrastructure ending (the endpoint, not the model) or that was stopped (a
+refused key, an unknown model, a server that never answered) exits with one
+``metrobench: error:`` line, so a Snakemake job fails and builds no table on it;
+rerunning the command redoes exactly those cases.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from metrobench.commands.common import Subparsers, _add_run_options, _bench, _model_config, _run_selection
+from metrobench.errors import MetrobenchError
 
 if TYPE_CHECKING:
     from metrobench.agents.runner.run import RunSummary
@@ -30,9 +37,14 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_bench)
 
 
-def _report(summary: RunSummary) -> None:
+def _report(summary: RunSummary) -> int:
+    """Print the counts line; a run that failed on its endpoint raises its one error line."""
     print(f"{summary.path}: ran {summary.ran} cases ({summary.failed} failed), "
-          f"{summary.skipped} already done, {summary.wall_s:.1f} s")
+          f"{summary.skipped} already done, {summary.wall_s:.1f} s; endings: {summary.counts()}", flush=True)
+    problem = summary.problem()
+    if problem is not None:
+        raise MetrobenchError(problem)
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -43,9 +55,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _model_config(args)
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
-    _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), restart=args.restart,
-                      selection=selection))
-    return 0
+    return _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), restart=args.restart,
+                             selection=selection))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -60,6 +71,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     selection, cases = _run_selection(args, bench)
     log = Path(args.server_log) if args.server_log else None
     with transcript_lock(Path(args.out)), serve_model(cfg, log_path=log) as url:  # lock before serving
-        _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), base_url=url,
-                          restart=args.restart, selection=selection))
-    return 0
+        summary = run_model(cfg, bench.system(args.system), cases, Path(args.out), base_url=url,
+                            restart=args.restart, selection=selection)
+    return _report(summary)  # after the server has stopped

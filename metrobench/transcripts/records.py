@@ -13,6 +13,20 @@ OS lock (``flock``) on a sidecar file ``.<name>.lock`` beside it for the whole
 run, so a second run on the same file refuses at once instead of paying for
 every case twice or appending to a file the first is rewriting. The kernel
 drops the lock when the process ends, however it ends; the empty sidecar stays.
+
+How a case ended is ``meta["ending"]`` (:data:`ENDINGS`), and its kind
+``meta["ending_kind"]``: ``"model"`` (the model's own behaviour — an answer,
+the round budget, empty replies, the token limit, a request the endpoint
+refused — recorded and scored) or ``"infrastructure"`` (the endpoint failed:
+unreachable, time-outs, 5xx/429 after retries, a refused key, an unknown model;
+the case is redone by a rerun and the run fails). :func:`ending` and
+:func:`ending_kind` read them, and derive them for records written before the
+fields existed (a ``meta["retryable"]`` record is infrastructure), so old
+transcripts read and score exactly as before.
+
+Text is written as UTF-8; a lone surrogate (which JSON can carry but UTF-8
+cannot encode) is written as U+FFFD REPLACEMENT CHARACTER, so no record a model
+produced can fail to be written.
 """
 
 from __future__ import annotations
@@ -20,6 +34,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +47,16 @@ from metrobench.jsonl import iter_objects, read_utf8
 
 #: Error recorded for a case that a run should have contained but does not.
 MISSING = "missing"
+
+#: Each ending (``meta["ending"]``) as a count line names it.
+ENDINGS = {"answered": "answered", "round_budget": "round budget", "empty_replies": "empty replies",
+           "token_limit": "token limit", "refused": "refused by the endpoint",
+           "infrastructure": "infrastructure (retryable)", "error": "other error", "missing": "missing"}
+#: The kinds of ending (``meta["ending_kind"]``).
+MODEL, INFRASTRUCTURE = "model", "infrastructure"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_ERROR_ENDINGS = (("Exhausted ", "round_budget"), ("empty-response", "empty_replies"),
+                  ("truncated:", "token_limit"))
 
 
 @dataclass
@@ -59,8 +84,9 @@ class CaseRecord:
     def to_json(self) -> str:
         # the fields as they are (not dataclasses.asdict, whose deep copy of every tool answer
         # was most of the rule agent's run time); the same bytes
-        return json.dumps({name: getattr(self, name) for name in self.__dataclass_fields__},
+        text = json.dumps({name: getattr(self, name) for name in self.__dataclass_fields__},
                           ensure_ascii=False, separators=(",", ":"))
+        return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, model: str = "", system: str = "") -> "CaseRecord":
@@ -81,6 +107,35 @@ class CaseRecord:
     def missing(cls, case_id: str, model: str, system: str) -> "CaseRecord":
         """The stand-in for a case absent from a run: scored as a failure, never dropped."""
         return cls(case_id=case_id, model=model, system=system, error=MISSING)
+
+
+def ending(record: CaseRecord) -> str:
+    """How ``record``'s case ended (a key of :data:`ENDINGS`), recorded or derived from its error."""
+    recorded = record.meta.get("ending")
+    if isinstance(recorded, str) and recorded in ENDINGS:
+        return recorded
+    if record.error is None:
+        return "answered"
+    if record.meta.get("retryable"):
+        return "infrastructure"
+    error = str(record.error)
+    if error == MISSING:
+        return "missing"
+    if re.match(r"\d{3}: ", error):
+        return "refused"  # an HTTP status the endpoint gave for this case's request
+    return next((name for prefix, name in _ERROR_ENDINGS if error.startswith(prefix)), "error")
+
+
+def ending_kind(record: CaseRecord) -> str:
+    """``"infrastructure"`` (the endpoint failed; redone by a rerun) or ``"model"`` (scored)."""
+    return INFRASTRUCTURE if ending(record) == "infrastructure" else MODEL
+
+
+def mark_ending(record: CaseRecord) -> None:
+    """Record the ending and its kind in ``meta`` (and ``retryable``, which resume reads)."""
+    record.meta["ending"] = ending(record)
+    record.meta["ending_kind"] = ending_kind(record)
+    record.meta["retryable"] = record.meta["ending_kind"] == INFRASTRUCTURE
 
 
 @dataclass

@@ -11,13 +11,26 @@ Every dialect answers in the same chat shape (an assistant message with
 * ``azure_responses`` — Azure's Responses API, converted to and from the chat shape;
 * ``mistral`` — Mistral's chat API (``max_tokens``).
 
-Requests are retried on 429, 5xx, time-outs and connection errors with
-exponential backoff (``retry-after`` honoured); what still fails raises
-:class:`EndpointError` with the reference's ``"<status>: <body[:500]>"`` text.
-A malformed HTTP 200 reply (a body that is not JSON, such as a proxy's HTML
-page, or JSON without a usable ``choices[0].message`` / Responses ``output``)
-is treated the same way: retried, then a retryable :class:`EndpointError`
-(``"malformed reply: ..."``) that the loop records on the case.
+Requests are retried on 408, 429, 5xx, time-outs, connection errors and malformed
+replies with exponential backoff (``retry-after`` honoured). Every request has a
+total deadline of ``timeout_s`` (the SDK's own timeout applies per read, so a
+server that trickles its reply would otherwise hold a request open for ever);
+passing it is a time-out like any other. What still fails raises
+:class:`EndpointError` with the reference's ``"<status>: <body[:500]>"`` text and
+its kind (:attr:`EndpointError.infrastructure`):
+
+* infrastructure — the endpoint, not the model: connection refused or reset,
+  time-outs, 408/429/5xx after the retries, a malformed HTTP 200 after the
+  retries (:mod:`metrobench.agents.runner.replies` says what is malformed),
+  401/403 (the key) and 404 (the model, deployment or path). Such a case is
+  redone by a rerun; the run fails.
+* model — any other 4xx (a request the endpoint refuses, such as a conversation
+  that outgrew the context): recorded and scored, not redone.
+
+401, 403 and 404 are not retried and stop the run (:attr:`ChatClient.stopped`);
+so does an endpoint that never answered at all. Until the endpoint has answered
+once, requests go one at a time, so a wrong key or a dead server costs one
+request (and its retries), not one per case: later calls raise :class:`RunStopped`.
 """
 
 from __future__ import annotations
@@ -25,40 +38,49 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from metrobench.errors import MetrobenchError
 from metrobench.retry import backoff_delay, retry_after
 from metrobench.agents.runner.config import ModelConfig
+from metrobench.agents.runner.replies import (ChatReply, MalformedReply, chat_from_responses,  # noqa: F401
+                                              chat_reply, parse_body, responses_reply)
+
+#: Statuses retried within a run (the endpoint is busy or broken for now).
+TRANSIENT = frozenset({408, 429})
+#: Statuses that no retry or later request will cure: the key, or the model/deployment/path.
+FATAL = {401: "the endpoint refused the key", 403: "the endpoint refused the key",
+         404: "the endpoint knows no such model, deployment or path"}
 
 
 class EndpointError(Exception):
-    """A request that failed for good. ``retryable``: worth redoing in a later run."""
+    """A request that failed for good.
 
-    def __init__(self, message: str, *, retryable: bool) -> None:
+    ``infrastructure``: the endpoint's fault, not the model's, so the case is
+    redone by a later run (``retryable``); ``stop`` (``fatal``): why no later
+    request can succeed either (a refused key, an unknown model, a server never reached).
+    """
+
+    def __init__(self, message: str, *, infrastructure: bool, stop: str | None = None) -> None:
         super().__init__(message)
-        self.retryable = retryable
+        self.infrastructure = infrastructure
+        self.stop = stop  # why the run cannot go on, for a fatal error
+
+    @property
+    def fatal(self) -> bool:
+        return self.stop is not None
+
+    @property
+    def retryable(self) -> bool:
+        return self.infrastructure
 
 
-class MalformedReply(Exception):
-    """An HTTP 200 whose body is not the shape the dialect promises (transient: retried)."""
+class RunStopped(EndpointError):
+    """The run was stopped by another request's failure (:attr:`ChatClient.stopped`); nothing was sent."""
 
-
-def _snippet(value: Any) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    return " ".join(text.split())[:200]
-
-
-@dataclass
-class ChatReply:
-    message: dict[str, Any]
-    finish_reason: str | None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int | None = None
-    elapsed_ms: float = 0.0
+    def __init__(self, message: str) -> None:
+        super().__init__(message, infrastructure=True)
 
 
 def _api_key(cfg: ModelConfig) -> str:
@@ -70,6 +92,16 @@ def _api_key(cfg: ModelConfig) -> str:
     if cfg.provider == "llama_cpp":
         return "local"
     raise MetrobenchError(f"model {cfg.name}: provider {cfg.provider} needs api_key_env")
+
+
+def _host(url: str) -> str:
+    """``scheme://host:port`` of an endpoint URL (never its path, query or credentials)."""
+    parts = urlsplit(url)
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return f"{parts.scheme}://{parts.hostname}{port}"
 
 
 def _split_version(url: str, version: str | None) -> tuple[str, str | None]:
@@ -113,39 +145,6 @@ def responses_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "parameters": t["function"]["parameters"]} for t in tools]
 
 
-def chat_from_responses(response: dict[str, Any]) -> ChatReply:
-    """A Responses API result as a chat-completions assistant message."""
-    text, reasoning, calls = [], [], []
-    output = response.get("output") or []
-    for item in output:
-        kind = item.get("type")
-        if kind == "message":
-            for part in item.get("content") or []:
-                if part.get("type") == "output_text":
-                    text.append(part.get("text", ""))
-        elif kind == "function_call":
-            calls.append({"id": item.get("call_id"), "type": "function",
-                          "function": {"name": item.get("name"), "arguments": item.get("arguments", "")}})
-        elif kind == "reasoning":
-            for part in item.get("summary") or []:
-                reasoning.append(part.get("text", ""))
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
-    if calls:
-        message["tool_calls"] = calls
-    if reasoning:
-        message["reasoning_content"] = "\n".join(reasoning)
-    message["responses_output"] = output
-    incomplete = (response.get("incomplete_details") or {}).get("reason")
-    if response.get("status") == "incomplete" and incomplete == "max_output_tokens":
-        finish = "length"
-    else:
-        finish = "tool_calls" if calls else "stop"
-    usage = response.get("usage") or {}
-    cached = (usage.get("input_tokens_details") or {}).get("cached_tokens")
-    return ChatReply(message, finish, usage.get("input_tokens", 0) or 0, usage.get("output_tokens", 0) or 0,
-                     cached)
-
-
 class ChatClient:
     """Requests to one endpoint; create one per run and share it between cases."""
 
@@ -159,6 +158,12 @@ class ChatClient:
         url = base_url or cfg.base_url
         if not url and cfg.provider in ("llama_cpp", "azure", "azure_responses"):
             raise MetrobenchError(f"model {cfg.name}: give the endpoint with --base-url or base_url")
+        #: Whether the endpoint has given any HTTP answer yet (until then, one request at a time).
+        self.answered = False
+        #: Why no further request is sent (a fatal :class:`EndpointError`'s text), once one happened.
+        self.stopped: str | None = None
+        self._first = asyncio.Lock()
+        self.where = _host(url) if url else cfg.provider
         key = _api_key(cfg)
         common = {"max_retries": 0, "timeout": cfg.timeout_s}
         if cfg.provider in ("azure", "azure_responses"):
@@ -224,15 +229,34 @@ class ChatClient:
         return kwargs
 
     async def _once(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ChatReply:
-        if self.cfg.provider == "azure_responses":
-            response = await self.client.responses.create(**self.responses_kwargs(messages, tools))
-            return _read_reply(response, _responses_reply)
-        reply = await self.client.chat.completions.create(**self.chat_kwargs(messages, tools))
-        return _read_reply(reply, _chat_reply)
+        """One request, read whole within the total deadline; any HTTP answer marks the endpoint alive."""
+        async with asyncio.timeout(self.cfg.timeout_s):
+            if self.cfg.provider == "azure_responses":
+                raw = await self.client.responses.with_raw_response.create(
+                    **self.responses_kwargs(messages, tools))
+            else:
+                raw = await self.client.chat.completions.with_raw_response.create(
+                    **self.chat_kwargs(messages, tools))
+            text = raw.text
+        self.answered = True
+        read = responses_reply if self.cfg.provider == "azure_responses" else chat_reply
+        return read(parse_body(text))
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ChatReply:
-        """One model turn, retried on transient failures."""
-        openai = self._openai
+        """One model turn, retried on transient failures; one request at a time until the endpoint answers."""
+        if not self.answered:
+            async with self._first:
+                self._check_stopped()
+                if not self.answered:
+                    return await self._attempts(messages, tools)
+        self._check_stopped()
+        return await self._attempts(messages, tools)
+
+    def _check_stopped(self) -> None:
+        if self.stopped is not None:
+            raise RunStopped(f"run stopped: {self.stopped}")
+
+    async def _attempts(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ChatReply:
         attempts = max(1, self.cfg.retries)
         for attempt in range(1, attempts + 1):
             start = time.perf_counter()
@@ -240,64 +264,42 @@ class ChatClient:
                 reply = await self._once(messages, tools)
                 reply.elapsed_ms = (time.perf_counter() - start) * 1000
                 return reply
-            except openai.APIStatusError as exc:
-                status = exc.status_code
-                body = exc.response.text if exc.response is not None else str(exc)
-                transient = status == 429 or status >= 500
-                if not transient or attempt == attempts:
-                    raise EndpointError(f"{status}: {body[:500]}", retryable=transient) from None
-                delay = retry_after(exc)
-            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                if attempt == attempts:
-                    raise EndpointError(f"{type(exc).__name__}: {exc}", retryable=True) from None
-                delay = None
-            except MalformedReply as exc:
-                if attempt == attempts:
-                    raise EndpointError(f"malformed reply: {exc}", retryable=True) from None
-                delay = None
+            except Exception as exc:  # noqa: BLE001 - sorted below; anything unknown is re-raised
+                failure, delay = self._sort(exc, final=attempt == attempts)
+            if failure is not None:
+                if failure.stop is not None:
+                    self.stopped = failure.stop
+                raise failure
             await asyncio.sleep(backoff_delay(attempt, self.cfg.backoff_s, delay))
         raise AssertionError("unreachable")
 
+    def _sort(self, exc: Exception, *, final: bool) -> tuple[EndpointError | None, float | None]:
+        """``(the error to raise now or None to retry, the server's retry-after)`` for one failure."""
+        openai = self._openai
+        if isinstance(exc, openai.APIStatusError):
+            self.answered = True
+            status = exc.status_code
+            body = exc.response.text if exc.response is not None else str(exc)
+            message = f"{status}: {body[:500]}"
+            if status in FATAL:
+                why = f"{FATAL[status]} ({' '.join(message.split())[:200]})"
+                return EndpointError(message, infrastructure=True, stop=why), None
+            if status in TRANSIENT or status >= 500:
+                return (EndpointError(message, infrastructure=True) if final else None), retry_after(exc)
+            return EndpointError(message, infrastructure=False), None
+        if isinstance(exc, (openai.APIConnectionError, TimeoutError)):
+            message = (f"timeout: no complete reply within {self.cfg.timeout_s:g} s (timeout_s)"
+                       if isinstance(exc, (openai.APITimeoutError, TimeoutError))
+                       else f"{type(exc).__name__}: {exc}")
+            if not final:
+                return None, None
+            if not self.answered:  # never reached: every other request would fail the same way
+                why = f"the endpoint {self.where} never answered ({message}, {self.cfg.retries} attempts)"
+                return EndpointError(message, infrastructure=True, stop=why), None
+            return EndpointError(message, infrastructure=True), None
+        if isinstance(exc, MalformedReply):
+            return (EndpointError(f"malformed reply: {exc}", infrastructure=True) if final else None), None
+        raise exc
+
     async def aclose(self) -> None:
         await self.client.close()
-
-
-def _read_reply(reply: Any, read: Any) -> ChatReply:
-    """``read(reply)``, with any failure to find the promised shape as :class:`MalformedReply`.
-
-    The SDK returns the body text when a 200 is not JSON, and builds its models
-    without validation, so a JSON reply of the wrong shape shows up only as an
-    attribute, type or index error here.
-    """
-    if not hasattr(reply, "model_dump"):
-        raise MalformedReply(f"HTTP 200 body is not a JSON object: {_snippet(reply)}")
-    try:
-        return read(reply)
-    except MalformedReply:
-        raise
-    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
-        raise MalformedReply(f"{type(exc).__name__}: {exc}") from None
-
-
-def _chat_reply(reply: Any) -> ChatReply:
-    choices = reply.choices
-    if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
-        raise MalformedReply(f"HTTP 200 body has no choices[0].message: "
-                             f"{_snippet(reply.model_dump(mode='json'))}")
-    choice = choices[0]
-    message = choice.message.model_dump(mode="json", exclude_none=True)
-    message["content"] = message.get("content") or ""
-    usage = reply.usage
-    cached = None
-    if usage is not None and usage.prompt_tokens_details is not None:
-        cached = usage.prompt_tokens_details.cached_tokens
-    return ChatReply(message, choice.finish_reason, usage.prompt_tokens if usage else 0,
-                     usage.completion_tokens if usage else 0, cached)
-
-
-def _responses_reply(response: Any) -> ChatReply:
-    dumped = response.model_dump(mode="json")
-    if not isinstance(dumped.get("output"), list):
-        raise MalformedReply(f"HTTP 200 body has no output list: {_snippet(dumped)}")
-    return chat_from_responses(dumped)
-

@@ -7,7 +7,10 @@ model so it can correct itself (the 422 of a bad submission included). An
 accepted submission ends a turn; the last accepted one is the case's answer.
 A reply without tool calls ends the case as a plain-text answer (scored, not
 an error). Two consecutive empty replies, a reply cut at the token limit, an
-exhausted budget or an endpoint failure end it with an error.
+exhausted budget or an endpoint failure end it with an error. Every record
+says how its case ended (``meta["ending"]`` and ``meta["ending_kind"]``,
+:func:`~metrobench.transcripts.records.mark_ending`): the model's doing, scored,
+or the endpoint's (infrastructure), which a rerun redoes.
 
 Unlike the reference, tool-call arguments that are not valid JSON are fed
 back to the model as a tool error (and recorded) instead of ending the case;
@@ -31,11 +34,11 @@ from typing import Any
 from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
 from metrobench.agents.prompts import TOOLS, system_prompt, user_turns
-from metrobench.agents.runner.client import ChatClient, EndpointError
+from metrobench.agents.runner.client import ChatClient, EndpointError, RunStopped
 from metrobench.agents.runner.tool_parsing import TextCall, ToolParser, apply_tool_parser
 from metrobench.kiosk.tools.dispatch import call_tool
 from metrobench.kiosk.tools.session import ToolSession
-from metrobench.transcripts.records import CaseRecord
+from metrobench.transcripts.records import CaseRecord, mark_ending
 
 SUBMIT = "submit_assistant_state"
 
@@ -158,7 +161,11 @@ def take_reply(state: CaseRun, message: dict[str, Any], tool_parser: ToolParser,
 
 async def run_case(client: ChatClient, system: SystemData, case: Case, *, model: str,
                    max_rounds: int, tool_parser: ToolParser = "auto") -> CaseRecord:
-    """Run one case to its end; every failure is recorded on the record, never raised."""
+    """Run one case to its end; every failure is recorded on the record, never raised.
+
+    Except :class:`RunStopped`: another request stopped the run, and this case,
+    cut short without a failure of its own, is not recorded (a rerun runs it).
+    """
     state = CaseRun(system, case, model)
     record = state.record
     start = time.perf_counter()
@@ -222,11 +229,14 @@ async def run_case(client: ChatClient, system: SystemData, case: Case, *, model:
             break
         else:
             record.error = f"Exhausted {max_rounds} tool call rounds"
+    except RunStopped:
+        raise
     except EndpointError as exc:
         record.error = str(exc)
-        record.meta["retryable"] = exc.retryable
+        record.meta["ending"] = "infrastructure" if exc.infrastructure else "refused"
     record.messages = state.messages
     record.e2e_ms = round((time.perf_counter() - start) * 1000, 1)
     record.meta["model_ms"] = round(state.model_ms, 1)
     record.meta["cached_tokens"] = state.cached_tokens
+    mark_ending(record)
     return record

@@ -2,8 +2,12 @@
 
 Each finished case is appended to the transcript and flushed at once, so a
 killed run loses only the cases in flight. A rerun skips the cases already
-recorded, except those that ended on an endpoint failure (429/5xx after all
-retries, time-outs, a dead server): those are redone. Every record carries
+recorded, except those whose ending was the infrastructure's (429/5xx after all
+retries, time-outs, a dead server, a refused key: ``meta["retryable"]``):
+those are redone. A run that leaves any such case fails (:meth:`RunSummary.problem`,
+which the commands raise as one ``metrobench: error:`` line counting the cases
+per ending); one stopped by a fatal endpoint error (a refused key, an unknown
+model, a server that never answered) sends no further case. Every record carries
 the model-config fingerprint and its case's hash; a rerun under a different
 configuration, against a changed case or for another system refuses to mix
 them unless told to start over. The whole run, resume check included, holds
@@ -18,7 +22,8 @@ import hashlib
 import json
 import sys
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,12 +31,12 @@ from metrobench.data.loader import SystemData
 from metrobench.data.root import SYSTEM_BY_PREFIX
 from metrobench.data.models import Case
 from metrobench.errors import MetrobenchError
-from metrobench.agents.runner.client import ChatClient
+from metrobench.agents.runner.client import ChatClient, RunStopped
 from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.loop import run_case
 from metrobench.transcripts.selection import Selection
-from metrobench.transcripts.records import (CaseRecord, TranscriptWriter, iter_transcript, transcript_lock,
-                                  write_transcript)
+from metrobench.transcripts.records import (ENDINGS, CaseRecord, TranscriptWriter, ending, iter_transcript,
+                                            transcript_lock, write_transcript)
 
 
 def case_hash(case: Case) -> str:
@@ -121,36 +126,87 @@ def order_for_cache(cases: list[Case]) -> list[Case]:
 
 @dataclass
 class RunSummary:
+    """What one run did: cases run (recorded), skipped (already done), failed, per ending."""
+
     path: Path
     ran: int
     skipped: int
     failed: int
     wall_s: float
+    endings: Counter[str] = field(default_factory=Counter)
+    not_run: int = 0               # cases a stopped run never recorded (a rerun runs them)
+    stopped: str | None = None     # the fatal endpoint error that stopped the run
+    first_failure: str | None = None  # the first infrastructure ending's error
+
+    def counts(self) -> str:
+        """``36 cases: 30 answered, 4 round budget, 2 infrastructure (retryable)``."""
+        parts = [f"{self.endings[name]} {label}" for name, label in ENDINGS.items() if self.endings[name]]
+        if self.not_run:
+            parts.append(f"{self.not_run} not run (stopped)")
+        total = self.ran + self.not_run
+        return f"{total} case{'s' if total != 1 else ''}" + (": " + ", ".join(parts) if parts else "")
+
+    def problem(self) -> str | None:
+        """The run's failure as one line (``None`` when every case ended on the model's doing)."""
+        infra = self.endings["infrastructure"]
+        if self.stopped is not None:
+            return (f"{self.path}: {_short(self.stopped)}; stopped the run ({self.counts()}); "
+                    "fix the endpoint, key or model name and rerun the same command")
+        if infra:
+            return (f"{self.path}: {infra} of {self.ran} cases ended on the endpoint, not the model "
+                    f"(first: {_short(self.first_failure or '')}); they stay retryable: rerun the same command "
+                    f"to redo exactly them ({self.counts()})")
+        return None
+
+
+def _short(text: str) -> str:
+    return " ".join(text.split())[:240]
+
+
+class _Tally:
+    """The records of one run as they are written: counts per ending, failures, the first infrastructure error."""
+
+    def __init__(self) -> None:
+        self.endings: Counter[str] = Counter()
+        self.written = self.failed = 0
+        self.first_failure: str | None = None
+
+    def add(self, record: CaseRecord) -> None:
+        kind = ending(record)
+        self.endings[kind] += 1
+        self.written += 1
+        self.failed += record.error is not None
+        if kind == "infrastructure" and self.first_failure is None:
+            self.first_failure = record.error
 
 
 async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: TranscriptWriter,
-               client: ChatClient, progress: Progress, selection: dict[str, Any] | None) -> int:
+               client: ChatClient, progress: Progress, selection: dict[str, Any] | None) -> _Tally:
     semaphore = asyncio.Semaphore(cfg.parallel)
     fingerprint = cfg.fingerprint()
-    failed = 0
+    tally = _Tally()
 
     async def one(case: Case) -> None:
-        nonlocal failed
         async with semaphore:
-            record = await run_case(client, system, case, model=cfg.name, max_rounds=cfg.max_rounds,
-                                    tool_parser=cfg.tool_parser)
+            if client.stopped is not None:
+                return  # not sent: a rerun runs it
+            try:
+                record = await run_case(client, system, case, model=cfg.name, max_rounds=cfg.max_rounds,
+                                        tool_parser=cfg.tool_parser)
+            except RunStopped:
+                return
         record.meta.update(config=fingerprint, case_sha=case_hash(case))
         if selection is not None:
             record.meta["selection"] = selection
         writer.write(record)
-        failed += record.error is not None
+        tally.add(record)
         progress.update(record)
 
     try:
         await asyncio.gather(*(one(case) for case in todo))
     finally:
         await client.aclose()
-    return failed
+    return tally
 
 
 def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path, *,
@@ -164,11 +220,13 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
         done = prepare_resume(out, cfg, cases, restart=restart, system=system.name)
         todo = order_for_cache([c for c in cases if c.id not in done])
         start = time.perf_counter()
-        failed = 0
+        tally, stopped = _Tally(), None
         if todo:
             client = ChatClient(cfg, base_url=base_url)
             progress = Progress(len(todo), f"{cfg.name}/{system.name}", progress_stream)
             with TranscriptWriter(out) as writer:
-                failed = asyncio.run(_run(cfg, system, todo, writer, client, progress,
-                                          selection.to_meta() if selection else None))
-    return RunSummary(Path(out), len(todo), len(cases) - len(todo), failed, time.perf_counter() - start)
+                tally = asyncio.run(_run(cfg, system, todo, writer, client, progress,
+                                         selection.to_meta() if selection else None))
+            stopped = client.stopped
+    return RunSummary(Path(out), tally.written, len(cases) - len(todo), tally.failed, time.perf_counter() - start,
+                      tally.endings, len(todo) - tally.written, stopped, tally.first_failure)
