@@ -184,6 +184,7 @@ class Selection:
                 drops = ", ".join(f"{r} {c[r]}" for r in DROP_REASONS if c[r])
                 lines.append(f"  {teacher} {cat}: {c['traces']} traces, {c['kept']} kept"
                              + (f"; dropped: {drops}" if drops else ""))
+        lines += [f"  ({reason}: {why})" for reason, why in DROP_HELP.items() if self.dropped(reason)]
         return lines
 
 
