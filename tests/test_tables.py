@@ -251,7 +251,8 @@ def test_protocol_counts_unread_calls_rounds_and_endings_by_kind(root, tmp_path)
               "error": "arguments are not valid JSON: Expecting property name"}
     records[0].update(tool_calls_made=[unread], response=None, error="tool-call budget exhausted", api_rounds=6)
     records[1].update(error="endpoint failed: HTTP 503", api_rounds=1, response=None,
-                      tool_calls_made=[], meta={"ending_kind": "infrastructure"})
+                      tool_calls_made=[], meta={"ending": "infrastructure", "ending_kind": "infrastructure",
+                                                          "retryable": True})   # as the runner marks it
     records[2].update(api_rounds=3)
     records[3].update(api_rounds=2)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))

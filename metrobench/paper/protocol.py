@@ -6,10 +6,10 @@ Per model, over its recorded cases (every ``<runs>/<model>/*.jsonl`` transcript)
   whatever it answered, a 422 included; arguments that could not be read do not count);
 * ``accepted_pct``: cases with a submission the kiosk accepted;
 * ``mean_rounds``: model rounds a case (0 for the rule agent, which has none);
-* endings by kind: ``ended_pct`` (no error), ``model_error_pct`` (budget exhausted,
-  truncation, replies that could not be used) and ``infrastructure_error_pct``
-  (endpoint or harness failures), from a record's ending kind, ``model`` where a
-  transcript does not record one.
+* endings by kind: ``ended_pct`` (no error), ``model_error_pct`` (round budget, token
+  limit, empty replies, a request the endpoint refused) and ``infrastructure_error_pct``
+  (the endpoint failed), the kind as :func:`metrobench.transcripts.records.ending_kind`
+  reads or derives it (``model`` for a failure a transcript does not mark).
 
 So "student > base" in Tier 1 can be read next to "the student finishes the task".
 """
@@ -20,13 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from metrobench.errors import MetrobenchError
-from metrobench.transcripts.records import CaseRecord, read_run
+from metrobench.transcripts.records import INFRASTRUCTURE, CaseRecord, ending_kind, read_run
 
 SUBMIT = "submit_assistant_state"
 #: Errors the runner gives a call it could not run (loop.parse_arguments, tool_parsing).
 UNREAD = ("arguments are not valid JSON", "arguments must be a JSON object", "tool call block is not valid JSON")
-#: The kinds of ending a record may name; a record without one ended on the model's side.
-ENDING_KINDS = ("model", "infrastructure")
 COLUMNS = ("model", "cases", "executed_call_pct", "accepted_pct", "mean_rounds", "ended_pct",
            "model_error_pct", "infrastructure_error_pct")
 
@@ -39,12 +37,6 @@ def executed(call: dict[str, Any]) -> bool:
 def accepted(record: CaseRecord) -> bool:
     """The kiosk accepted at least one of the case's submissions."""
     return any(c.get("name") == SUBMIT and c.get("error") is None for c in record.tool_calls_made)
-
-
-def ending_kind(record: CaseRecord) -> str:
-    """``model`` or ``infrastructure``: the record's own ending kind, ``model`` where it has none."""
-    kind = getattr(record, "ending_kind", None) or record.meta.get("ending_kind")
-    return kind if kind in ENDING_KINDS else "model"
 
 
 def model_records(runs: Path, model: str) -> list[CaseRecord]:
@@ -63,7 +55,7 @@ def protocol_row(model: str, records: list[CaseRecord]) -> dict[str, Any]:
     """One model's row (see the module docstring); ``records`` must not be empty."""
     n = len(records)
     failed = [r for r in records if r.error is not None]
-    infrastructure = sum(ending_kind(r) == "infrastructure" for r in failed)
+    infrastructure = sum(ending_kind(r) == INFRASTRUCTURE for r in failed)
     return {"model": model, "cases": n,
             "executed_call_pct": _pct(sum(any(executed(c) for c in r.tool_calls_made) for r in records), n),
             "accepted_pct": _pct(sum(accepted(r) for r in records), n),
