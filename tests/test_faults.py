@@ -8,6 +8,7 @@ Every drill is met as a user would meet it, against real protocol fakes on
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from fake_messages_api import FakeMessagesAPI
@@ -491,3 +492,237 @@ def test_serve_tools_on_a_port_in_use_is_one_error_line(root, capsys):
         port = busy.getsockname()[1]
         assert main(["serve-tools", "--data", str(root), "--system", "marta", "--port", str(port)]) == 2
     assert f"cannot serve on 127.0.0.1:{port}: Address already in use" in _one_error_line(capsys)
+
+
+# Round 2 (issue 27). 8. a judge request has a total deadline: a reply trickled a byte at a
+# time (headers or body) is cut off and retried like a timeout, never kept alive for good
+
+
+class Trickle:
+    """A raw HTTP server on 127.0.0.1 that answers every request a byte at a time, forever."""
+
+    def __init__(self, where: str) -> None:
+        import socket
+        import threading
+
+        self.where = where
+        self.stop = threading.Event()
+        self.requests = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.requests += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head = b"HTTP/1.1 200 OK\r\n"
+            if self.where == "body":  # JSON may start with any amount of white space
+                head += b"content-type: application/json\r\ncontent-length: 100000000\r\n\r\n"
+            conn.sendall(head if self.where == "body" else head + b"x-slow: ")
+            byte = b" " if self.where == "body" else b"a"
+            while not self.stop.wait(0.05):
+                try:
+                    conn.sendall(byte)
+                except OSError:
+                    return
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+@pytest.mark.parametrize("where", ["body", "headers"])
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+def test_a_trickled_judge_reply_meets_a_total_deadline(monkeypatch, backend, where):
+    import threading
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    with Trickle(where) as server:
+        made = (OpenAIBackend("judge-m", base_url=f"{server.url}/v1", timeout=1.0) if backend == "openai"
+                else AnthropicBackend(base_url=server.url, timeout=1.0))
+        judge = Judge(made, JudgeCache(None), max_attempts=2, base_delay=0.01)
+        outcome: list[BaseException] = []
+
+        def ask() -> None:
+            try:
+                judge._ask(_task())
+            except BaseException as exc:  # noqa: BLE001
+                outcome.append(exc)
+
+        worker = threading.Thread(target=ask, daemon=True)
+        worker.start()
+        worker.join(300)  # without a total deadline the request never ends
+        assert not worker.is_alive(), "the trickled request was never cut off"
+        assert server.requests == 2
+    assert len(outcome) == 1 and isinstance(outcome[0], MetrobenchError)
+    assert "after 2 attempts" in str(outcome[0])
+
+
+# 9. the judge cache keeps every usable line: a line cut by a killed writer, a non-UTF-8 byte,
+# a key without a verdict are skipped with one warning; the next append starts a new line
+
+
+def _cache_line(key: str, score: int = 2) -> bytes:
+    return json.dumps({"key": key, "component": "scope_adherence", "case_id": "MARTA-A-001",
+                       "judge_model": "m", "score": score, "reason": "ok", "raw": f"Score: {score} | ok"}
+                      ).encode() + b"\n"
+
+
+BAD_LINES = {
+    "torn last line": (_cache_line("a") + _cache_line("b")[:40], 1, "line 2: not a JSON object"),
+    "non-UTF-8 byte": (_cache_line("a") + b'{"key": "c", "reason": "caf\xff"}\n' + _cache_line("b"), 2,
+                       "line 2: not UTF-8 text (byte 0xff"),
+    "key, no verdict": (_cache_line("a") + b'{"key": "c"}\n' + _cache_line("b"), 2, "line 2: no score, reason, raw"),
+    "not an object": (b"[1, 2]\n" + _cache_line("a") + _cache_line("b"), 2, "line 1: no cache key"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_LINES))
+def test_a_damaged_judge_cache_keeps_its_good_lines_and_warns_once(tmp_path, capsys, kind):
+    content, kept, warning = BAD_LINES[kind]
+    path = tmp_path / "judge-cache.jsonl"
+    path.write_bytes(content)
+    cache = JudgeCache(path)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("metrobench: warning: ") and str(path) in err, err
+    assert warning in err
+    assert len(cache.entries) == kept and cache.get("a")["score"] == 2
+    cache.put("new", {"component": "scope_adherence", "case_id": "X", "judge_model": "m", "score": 0,
+                      "reason": "r", "raw": "Score: 0 | r"})
+    again = JudgeCache(path)
+    assert set(again.entries) == set(cache.entries) and again.get("new")["score"] == 0
+    assert path.read_bytes().startswith(content) and path.read_bytes().endswith(b"\n")
+
+
+def test_a_lone_surrogate_in_a_judge_reply_is_kept_and_cached(tmp_path):
+    reply = {"id": "x", "object": "chat.completion", "created": 0, "model": "judge-m",
+             "choices": [{"index": 0, "finish_reason": "stop",
+                          "message": {"role": "assistant", "content": "Score: 2 | fine \ud800 here"}}]}
+    with FakeOpenAI(lambda r: reply) as api:
+        cache = JudgeCache(tmp_path / "c.jsonl")
+        judge = Judge(OpenAIBackend("judge-m", base_url=f"{api.url}/v1"), cache, base_delay=0.01)
+        verdict = judge.resolve([_task()])[0]
+    assert verdict["score"] == 2 and verdict["reason"] == "fine \ufffd here"
+    assert JudgeCache(tmp_path / "c.jsonl").entries == cache.entries
+    direct = JudgeCache(tmp_path / "d.jsonl")
+    direct.put("k", {"score": 1, "reason": "lone \udc80", "raw": "x"})  # a backend that passes one on
+    assert JudgeCache(tmp_path / "d.jsonl").get("k")["reason"] == "lone \udc80"
+
+
+@pytest.mark.parametrize("retry_after", ["-5", "nan", "soon", "-inf"])
+def test_a_bad_retry_after_from_the_judge_is_ignored_not_slept_on(retry_after):
+    replies = iter([(429, {"error": {"message": "slow down"}}, {"retry-after": retry_after})])
+    good = {"id": "x", "object": "chat.completion", "created": 0, "model": "judge-m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "Score: 1 | ok"}}]}
+    with FakeOpenAI(lambda r: next(replies, good)) as api:
+        judge = Judge(OpenAIBackend("judge-m", base_url=f"{api.url}/v1"), JudgeCache(None), base_delay=0.01)
+        assert judge._ask(_task())["score"] == 1
+        assert len(api.requests) == 2
+
+
+# 10. the scores readers read exactly model=M/system=S/part.parquet: a stray file beside it, a
+# flat folder, another tool's Parquet are one error line in every reader, never a changed table
+
+
+def _scored(root, tmp_path) -> Path:
+    run = tmp_path / "runs" / "rule-agent" / "marta.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "marta", "--out", str(run)]) == 0
+    scores = tmp_path / "scores"
+    assert main(["score", "--data", str(root), "--run", str(run), "--out", str(scores)]) == 0
+    return scores
+
+
+def _readers(root, tmp_path, scores: Path) -> dict[str, list[str]]:
+    return {
+        "summary": ["summary", "--scores", str(scores)],
+        "stats bootstrap": ["stats", "bootstrap", "--scores", str(scores), "--n-resamples", "100",
+                            "--out", str(tmp_path / "b.csv")],
+        "view": ["view", "--data", str(root), "--runs", str(tmp_path / "runs"), "--scores", str(scores),
+                 "--out", str(tmp_path / "site")],
+        "trainset": ["trainset", "--data", str(root), "--scores", str(scores), "--runs", str(tmp_path / "runs"),
+                     "--teachers", "rule-agent", "--out", str(tmp_path / "t.jsonl")],
+    }
+
+
+def _foreign(path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"case_id": ["MARTA-A-001"], "score": ["high"]}), path)
+
+
+STRAYS = {
+    "older .bak beside part.parquet": lambda s, part: part.with_name("part.parquet.bak").write_bytes(
+        part.read_bytes()),
+    "notes beside the model folders": lambda s, part: (s / "notes.txt").write_text("hi"),
+    "flat folder of Parquet": lambda s, part: part.rename(s / "marta.parquet"),
+    "another tool's Parquet": lambda s, part: _foreign(part),
+    "a folder not named system=": lambda s, part: part.parent.rename(part.parent.with_name("marta")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(STRAYS))
+def test_a_stray_file_in_a_scores_folder_is_one_error_in_every_reader(root, tmp_path, capsys, kind):
+    scores = _scored(root, tmp_path)
+    part = scores / "model=rule-agent" / "system=marta" / "part.parquet"
+    (part.parent / ".part.parquet.12345.tmp").write_bytes(b"a killed writer's leftover: passed over")
+    assert main(["summary", "--scores", str(scores)]) == 0
+    capsys.readouterr()
+    STRAYS[kind](scores, part)
+    for reader, argv in _readers(root, tmp_path, scores).items():
+        assert main(argv) == 2, reader
+        err = _one_error_line(capsys)
+        assert str(scores) in err and ("not a scores file" in err or "not a metrobench scores file" in err), \
+            (reader, err)
+
+
+# 11. values that pass a type and then misbehave are refused at the edge, in one line
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["partition", "--out", "p.json", "--frac", "0"], "--frac: 0 is not between 0 and 1"),
+    (["partition", "--out", "p.json", "--frac", "nan"], "--frac: 'nan' is not a finite number"),
+    (["partition", "--out", "p.json", "--frac", "1"], "--frac: 1 is not between 0 and 1"),
+    (["trainset", "--scores", "s", "--runs", "r", "--teachers", "t", "--out", "o", "--min-tier1", "150"],
+     "--min-tier1: 150 is not a percentage"),
+    (["trainset", "--scores", "s", "--runs", "r", "--teachers", "t", "--out", "o", "--min-tier1", "-1"],
+     "--min-tier1: -1 is not a percentage"),
+    (["trainset", "--scores", "s", "--runs", "r", "--teachers", ",", "--out", "o"], "--teachers: an empty item"),
+    (["stats", "bootstrap", "--scores", "s", "--out", "o", "--n-resamples", "0"], "--n-resamples: 0 is not at least 1"),
+    (["score", "--run", "r", "--out", "s", "--judge-concurrency", "0"], "--judge-concurrency: 0 is not at least 1"),
+    (["score", "--run", "r", "--out", "s", "--judge-url", "http://127.0.0.1:0x/v1"], "is not an http://"),
+    (["serve-tools", "--system", "marta", "--port", "-1"], "--port: -1 is not a port"),
+])
+def test_numbers_and_lists_that_would_misbehave_are_refused_at_the_edge(capsys, argv, expected):
+    assert main(argv) == 2
+    assert expected in _one_error_line(capsys)
+
+
+def test_study_config_numbers_are_finite_and_in_range(tmp_path):
+    from metrobench.study import load_study
+
+    for text, field in [("partition:\n  frac_holdout: .nan\n", "frac_holdout"),
+                        ("trainset:\n  min_tier1: .inf\n", "min_tier1"),
+                        ("trainset:\n  min_tier1: 101\n", "min_tier1"),
+                        ("termination:\n  min_normal_endings: .nan\n", "min_normal_endings")]:
+        path = tmp_path / "c.yaml"
+        path.write_text(text)
+        with pytest.raises(MetrobenchError, match=field):
+            load_study([str(path)])
