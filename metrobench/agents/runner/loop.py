@@ -35,6 +35,7 @@ from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
 from metrobench.agents.prompts import TOOLS, system_prompt, user_turns
 from metrobench.agents.runner.client import ChatClient, EndpointError, RunStopped
+from metrobench.agents.runner.replies import clean
 from metrobench.agents.runner.tool_parsing import TextCall, ToolParser, apply_tool_parser
 from metrobench.kiosk.tools.dispatch import call_tool
 from metrobench.kiosk.tools.session import ToolSession
@@ -76,14 +77,18 @@ def replayable(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """Tool-call arguments as an object, or the error the model will be shown."""
+    """Tool-call arguments as an object, or the error the model will be shown.
+
+    Lone surrogates escaped in the arguments' JSON become U+FFFD (see
+    :mod:`metrobench.agents.runner.replies`), so every tool and writer can encode them.
+    """
     if isinstance(raw, dict):
         return raw, None
     if raw is None or raw == "":
         return {}, None
     try:
-        value = json.loads(raw)
-    except (TypeError, json.JSONDecodeError) as exc:
+        value = clean(json.loads(raw))  # a "\\ud800" escape inside the string: U+FFFD, as in replies
+    except (TypeError, json.JSONDecodeError, RecursionError) as exc:
         return None, f"arguments are not valid JSON ({exc}); send one JSON object"
     if not isinstance(value, dict):
         return None, "arguments must be a JSON object"
