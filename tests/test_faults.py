@@ -75,13 +75,15 @@ def test_malformed_200_then_a_good_reply_recovers(bench, tmp_path):
     assert (summary.ran, summary.failed) == (1, 0) and len(api.requests) == 2
 
 
-def test_cli_run_against_an_html_endpoint_exits_normally_with_one_record_per_case(root, tmp_path, capsys):
+def test_cli_run_against_an_html_endpoint_records_every_case_then_fails_with_one_line(root, tmp_path, capsys):
     out = tmp_path / "h.jsonl"
     with FakeOpenAI(lambda r: HTML) as api:
         code = main(["run", "--data", str(root), "--system", "marta", "--model-config", fast_config(tmp_path),
                      "--base-url", f"{api.url}/v1", "--cases", ",".join(IDS), "--out", str(out)])
-    assert code == 0
-    assert "ran 3 cases (3 failed)" in capsys.readouterr().out
+    assert code == 2  # the endpoint's failure, not the model's: retryable, so the run fails
+    captured = capsys.readouterr()
+    assert "ran 3 cases (3 failed)" in captured.out
+    assert captured.err.rstrip().splitlines()[-1].startswith("metrobench: error: ")
     records = read_run(out).records
     assert len(records) == 3 and all(r.error for r in records)
 
