@@ -544,3 +544,126 @@ def test_save_adapter_writes_the_configs_sets_sorted(tmp_path):
     saved = json.loads((tmp_path / "adapter_config.json").read_text())
     assert saved["target_modules"] == sorted(names)
     assert saved["r"] == 2 and (tmp_path / "adapter_model.safetensors").is_file()
+
+
+def _peft_reference_merge(base_dir: Path, adapter: Path, out: Path) -> Path:
+    """The merge as it was before the streaming one: transformers loads the whole bf16 base, PEFT merges."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.bfloat16)
+    PeftModel.from_pretrained(model, str(adapter)).merge_and_unload().save_pretrained(str(out))
+    return out
+
+
+def _wrapped_qwen3_5(dest: Path) -> Path:
+    """A tiny Qwen3.5 saved as the hub ships the students: the text model inside
+    ``Qwen3_5ForConditionalGeneration`` (``model.language_model.*``), a vision tower,
+    an ``mtp.*`` tensor, in several shards with an index."""
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    from metrobench.training.base import _smollm2_tokenizer
+
+    torch.manual_seed(3)
+    text = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                layer_types=["linear_attention"] * 3 + ["full_attention"], num_attention_heads=4,
+                num_key_value_heads=2, head_dim=32, linear_num_key_heads=2, linear_num_value_heads=4,
+                linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4,
+                tie_word_embeddings=False, mtp_num_hidden_layers=1,
+                rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                                 "mrope_interleaved": True, "mrope_section": [2, 1, 1]})
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64)
+    config = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=False)
+    Qwen3_5ForConditionalGeneration(config).to(torch.bfloat16).save_pretrained(dest, max_shard_size="200KB")
+    index_path = dest / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    last = sorted(dest.glob("model-*.safetensors"))[-1]
+    tensors = load_file(last)
+    tensors["mtp.fc.weight"] = torch.randn(64, 128).to(torch.bfloat16)
+    save_file(tensors, last, metadata={"format": "pt"})
+    index["weight_map"]["mtp.fc.weight"] = last.name
+    index_path.write_text(json.dumps(index))
+    _smollm2_tokenizer().save_pretrained(dest)
+    return dest
+
+
+def _random_adapter(base_dir: Path, out: Path, **lora) -> Path:
+    """A LoRA adapter of the recipe's targets with random B (a trained adapter's deltas can round away in bf16)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from metrobench.training.recipe import Recipe
+    from metrobench.training.train import save_adapter
+
+    recipe = Recipe(size="t", base=str(base_dir))
+    torch.manual_seed(7)
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    config = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, task_type="CAUSAL_LM",
+                        target_modules=[t for t in recipe.target_modules if t in present], **lora)
+    peft_model = get_peft_model(model, config)
+    for name, param in peft_model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(param, std=0.2)
+    save_adapter(peft_model, out)
+    AutoTokenizer.from_pretrained(str(base_dir)).save_pretrained(out)
+    return out
+
+
+def _tensors(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return {k: v for f in sorted(folder.glob("*.safetensors")) for k, v in load_file(f).items()}
+
+
+@pytest.mark.parametrize("kind", ["tiny-qwen3.5", "rslora", "hub-layout"])
+def test_streaming_merge_equals_the_peft_merge_tensor_for_tensor(cache, tmp_path, kind):
+    """Shard-by-shard merge == transformers bf16 load + PEFT merge_and_unload + save_pretrained, bit for bit."""
+    needs("torch", "transformers", "peft")
+    import torch
+
+    from metrobench.training.base import resolve_base
+    from metrobench.training.export import merge
+
+    base = _wrapped_qwen3_5(tmp_path / "wrapped") if kind == "hub-layout" else resolve_base("tiny-qwen3.5")
+    adapter = _random_adapter(base, tmp_path / "adapter", **({"use_rslora": True} if kind == "rslora" else {}))
+    old = _tensors(_peft_reference_merge(base, adapter, tmp_path / "old"))
+    new_dir = merge(str(base), adapter, tmp_path / "new")
+    new = _tensors(new_dir)
+    assert sorted(new) == sorted(old) and not any(k.startswith(("mtp.", "model.visual.")) for k in new)
+    different = [k for k in old if old[k].dtype != new[k].dtype or not torch.equal(old[k], new[k])]
+    assert different == []
+    before = _tensors(base)
+    adapted = [k for k in new if "mlp.down_proj" in k or "self_attn.q_proj" in k]
+    assert adapted and all(not torch.equal(new[k], before[k].to(torch.bfloat16)) for k in adapted)
+    for name in ("config.json", "generation_config.json"):
+        assert json.loads((new_dir / name).read_text()) == json.loads((tmp_path / "old" / name).read_text())
+    assert json.loads((new_dir / "config.json").read_text())["architectures"] == ["Qwen3_5ForCausalLM"]
+    assert (new_dir / "chat_template.jinja").read_text() == INFERENCE_TEMPLATE or \
+        json.loads((new_dir / "tokenizer_config.json").read_text()).get("chat_template") == INFERENCE_TEMPLATE
+    if kind == "hub-layout":
+        index = json.loads((new_dir / "model.safetensors.index.json").read_text())
+        assert sorted(index["weight_map"]) == sorted(new)
+        assert all((new_dir / shard).is_file() for shard in index["weight_map"].values())
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"use_dora": True}, "use_dora=True is not supported by the streaming merge"),
+    ({"modules_to_save": ["lm_head"]}, "modules_to_save=\\['lm_head'\\] is not supported"),
+    ({"bias": "lora_only"}, "bias='lora_only' is not supported"),
+])
+def test_streaming_merge_refuses_what_it_would_mis_merge(cache, tmp_path, setting, message):
+    needs("torch", "transformers", "peft")
+    from metrobench.training.base import resolve_base
+    from metrobench.training.export import merge
+
+    adapter = _random_adapter(resolve_base("tiny-qwen3.5"), tmp_path / "adapter")
+    config_path = adapter / "adapter_config.json"
+    config_path.write_text(json.dumps({**json.loads(config_path.read_text()), **setting}))
+    with pytest.raises(MetrobenchError, match=f"adapter_config.json: {message}"):
+        merge("tiny-qwen3.5", adapter, tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()

@@ -1,8 +1,16 @@
 """From adapter to servable file: merge into 16-bit weights, convert to GGUF f16, quantise to Q4_K_M.
 
-The adapter is merged into the base loaded in bfloat16 — never into the 4-bit
+The adapter is merged into the base's bfloat16 weights — never into the 4-bit
 weights it was trained against, which would bake quantisation error into the
-student — and saved as safetensors with the serving chat template. llama.cpp's
+student — and saved as safetensors with the serving chat template. The merge
+streams: each safetensors shard of the base is read one tensor at a time, the
+LoRA deltas of its tensors applied (``W += scaling * B @ A`` in fp32, as PEFT's
+``merge_and_unload``), and written under the shard's own name, so peak memory is
+about one tensor and its fp32 delta at every model size (under 1 GB at 27B,
+``benchmarks/merge_memory.py``), not the whole model (~55 GB at 27B through
+transformers). The weights equal transformers + PEFT's merge tensor for tensor.
+Only plain LoRA on linear layers is merged; DoRA, trained biases, extra trained
+modules and the like stop with one line. llama.cpp's
 ``convert_hf_to_gguf.py`` turns that into a GGUF f16; it comes from a
 configured llama.cpp checkout, or from the llama-cpp-python source distribution
 of the installed version (fetched once with pip and cached). Quantisation uses
@@ -25,12 +33,17 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import math
 import os
+import re
+import struct
 import subprocess
 import sys
 import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from metrobench.atomic import atomic_dir, atomic_path, write_text
 from metrobench.errors import MetrobenchError
@@ -38,20 +51,264 @@ from metrobench.training.base import cache_dir, resolve_base
 from metrobench.training.chat_template import INFERENCE_TEMPLATE
 
 
-def merge(base: str, adapter: Path, out: Path, revision: str | None = None) -> Path:
-    """Merge ``adapter`` into the bfloat16 base and save ``out`` (safetensors + tokenizer)."""
+#: Adapter settings the streaming merge applies as PEFT does; any other value of these is
+#: refused with one line (DoRA, bias training, per-module ranks/alphas, extra trained modules:
+#: what a plain ``W += scale * B @ A`` would silently mis-merge).
+_LORA_PLAIN = {"peft_type": "LORA", "use_dora": False, "lora_bias": False, "bias": "none",
+               "modules_to_save": None, "alpha_pattern": {}, "rank_pattern": {}, "use_qalora": False,
+               "target_parameters": None, "trainable_token_indices": None, "layer_replication": None,
+               "alora_invocation_tokens": None, "use_bdlora": None, "arrow_config": None, "kasa_config": None,
+               "monteclora_config": None, "velora_config": None}
+#: Bytes per element of the safetensors dtypes; the floating ones are saved as bfloat16.
+_ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
+             "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+_FLOATS = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64"}
+_CHUNK = 64 * 2**20          # bytes read at a time of a tensor that gets no LoRA delta
+
+
+@dataclass(frozen=True)
+class LoraDelta:
+    """One adapted linear layer's LoRA pair, merged as PEFT's ``Linear.merge`` does."""
+
+    a: Any                   # lora_A.weight, (r, in)
+    b: Any                   # lora_B.weight, (out, r)
+    scaling: float
+    fan_in_fan_out: bool
+
+    def apply(self, weight: Any) -> Any:
+        """``weight += transpose(B @ A) * scaling``: the delta in fp32, added in place to the bf16 weight."""
+        delta = self.b.float() @ self.a.float()
+        delta = (delta.T if self.fan_in_fan_out else delta).mul_(self.scaling)   # PEFT: `* scaling`, same bits
+        if tuple(delta.shape) != tuple(weight.shape):
+            raise MetrobenchError(f"LoRA delta of shape {tuple(delta.shape)} for a weight of shape "
+                                  f"{tuple(weight.shape)}: the adapter was not trained on this base")
+        weight += delta
+        return weight
+
+
+def lora_settings(adapter: Path) -> dict[str, Any]:
+    """The adapter's ``adapter_config.json``, refused with one line if it asks for more than plain LoRA."""
+    path = Path(adapter) / "adapter_config.json"
+    if not path.is_file():
+        raise MetrobenchError(f"{adapter}: no adapter (adapter_config.json missing)")
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    for key, plain in _LORA_PLAIN.items():
+        value = settings.get(key, plain)
+        if (value or None) != (plain or None):     # None, {}, False and absent alike
+            raise MetrobenchError(f"{path}: {key}={value!r} is not supported by the streaming merge "
+                                  f"(plain LoRA only: {key} must be {plain!r})")
+    return settings
+
+
+def _scaling(settings: dict[str, Any]) -> float:
+    alpha, rank = settings["lora_alpha"], settings["r"]
+    return alpha / math.sqrt(rank) if settings.get("use_rslora") else alpha / rank
+
+
+def _checkpoint_name(module: str, names: set[str]) -> str:
+    """The base checkpoint's name of an adapted module's weight.
+
+    The adapter names modules as the loaded model does; a Qwen3.5 checkpoint that
+    wraps the text model (``Qwen3_5ForConditionalGeneration``) stores them under
+    ``model.language_model.``, which transformers strips on load into
+    ``Qwen3_5ForCausalLM`` and restores on save.
+    """
+    candidates = [f"{module}.weight"]
+    if module.startswith("model."):
+        candidates.append(f"model.language_model.{module[len('model.'):]}.weight")
+    found = [c for c in candidates if c in names]
+    if len(found) != 1:
+        raise MetrobenchError(f"adapter module {module}: {'no' if not found else 'two'} matching weight in the "
+                              f"base checkpoint ({' or '.join(candidates)})")
+    return found[0]
+
+
+def adapter_deltas(adapter: Path, settings: dict[str, Any], names: set[str]) -> dict[str, LoraDelta]:
+    """The adapter's LoRA pairs by the base checkpoint's weight name; any other adapter tensor is refused."""
+    from safetensors.torch import load_file
+
+    path = Path(adapter) / "adapter_model.safetensors"
+    if not path.is_file():
+        raise MetrobenchError(f"{adapter}: no adapter_model.safetensors")
+    tensors = load_file(str(path))
+    pairs: dict[str, dict[str, Any]] = {}
+    for key, tensor in tensors.items():
+        match = re.fullmatch(r"base_model\.model\.(.+)\.lora_([AB])\.weight", key)
+        if match is None:
+            raise MetrobenchError(f"{path}: tensor {key} is not a LoRA pair of a linear layer "
+                                  "(the streaming merge handles plain LoRA only)")
+        pairs.setdefault(match.group(1), {})[match.group(2)] = tensor
+    deltas = {}
+    for module, pair in pairs.items():
+        if set(pair) != {"A", "B"}:
+            raise MetrobenchError(f"{path}: {module} has lora_{''.join(pair)} without its partner")
+        deltas[_checkpoint_name(module, names)] = LoraDelta(
+            pair["A"], pair["B"], _scaling(settings), bool(settings.get("fan_in_fan_out")))
+    return deltas
+
+
+def read_header(path: Path) -> tuple[dict[str, Any], int]:
+    """A safetensors file's tensor entries (``__metadata__`` left out) and where its data starts."""
+    with open(path, "rb") as fh:
+        (size,) = struct.unpack("<Q", fh.read(8))
+        header = json.loads(fh.read(size))
+    header.pop("__metadata__", None)
+    return header, 8 + size
+
+
+def base_shards(base_dir: Path) -> list[Path]:
+    """The base's safetensors files: those its index names that are present, else ``model.safetensors``."""
+    index = base_dir / "model.safetensors.index.json"
+    if index.is_file():
+        files = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
+        shards = [base_dir / f for f in files if (base_dir / f).is_file()]
+    else:
+        shards = [base_dir / "model.safetensors"] if (base_dir / "model.safetensors").is_file() else []
+    if not shards:
+        raise MetrobenchError(f"{base_dir}: no safetensors weights (the streaming merge reads safetensors only)")
+    return shards
+
+
+def _saved_dtype(dtype: str) -> str:
+    """What a tensor is saved as: the floating ones bfloat16 (the base is loaded in bfloat16), others as stored."""
+    if dtype not in _ITEMSIZE:
+        raise MetrobenchError(f"safetensors dtype {dtype} is not supported by the streaming merge")
+    return "BF16" if dtype in _FLOATS else dtype
+
+
+def _read_tensor(fh, entry: dict[str, Any], start: int, first: int = 0, count: int | None = None):
+    """Elements ``first .. first+count`` of a stored tensor, as a flat torch tensor of its own dtype."""
     import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    size = _ITEMSIZE[entry["dtype"]]
+    total = math.prod(entry["shape"])
+    count = total - first if count is None else count
+    fh.seek(start + entry["data_offsets"][0] + first * size)
+    buf = bytearray(count * size)
+    if fh.readinto(buf) != len(buf):
+        raise MetrobenchError(f"{fh.name}: truncated tensor data")
+    return torch.frombuffer(buf, dtype=getattr(torch, _FLOATS[entry["dtype"]])) if count else torch.empty(0)
+
+
+def _copy_tensor(fin, fout, entry: dict[str, Any], start: int) -> None:
+    """A tensor without a delta, in chunks: raw bytes when it stays as stored, else cast to bfloat16."""
+    import torch
+
+    size = _ITEMSIZE[entry["dtype"]]
+    total = math.prod(entry["shape"])
+    step = max(1, _CHUNK // size)
+    if _saved_dtype(entry["dtype"]) == entry["dtype"]:
+        fin.seek(start + entry["data_offsets"][0])
+        left = total * size
+        while left:
+            block = fin.read(min(_CHUNK, left))
+            if not block:
+                raise MetrobenchError(f"{fin.name}: truncated tensor data")
+            fout.write(block)
+            left -= len(block)
+        return
+    for first in range(0, total, step):
+        part = _read_tensor(fin, entry, start, first, min(step, total - first)).to(torch.bfloat16)
+        fout.write(part.view(torch.uint8).numpy())
+
+
+def merge_shard(src: Path, dst: Path, deltas: dict[str, LoraDelta], keep) -> dict[str, int]:
+    """Write ``src`` to ``dst`` with the deltas of its tensors applied, one tensor in memory at a time.
+
+    Tensors ``keep`` rejects are left out; the rest keep their names, shapes and
+    order, floating ones saved as bfloat16. Returns the bytes written by tensor name.
+    """
+    import torch
+
+    header, start = read_header(src)
+    entries = sorted(((n, e) for n, e in header.items() if keep(n)), key=lambda item: item[1]["data_offsets"][0])
+    out: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, entry in entries:
+        dtype = _saved_dtype(entry["dtype"])
+        nbytes = math.prod(entry["shape"]) * _ITEMSIZE[dtype]
+        out[name] = {"dtype": dtype, "shape": entry["shape"], "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    if not entries:
+        return {}
+    raw = json.dumps(out, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        fout.write(struct.pack("<Q", len(raw)) + raw)
+        for name, entry in entries:
+            if name not in deltas:
+                _copy_tensor(fin, fout, entry, start)
+                continue
+            weight = _read_tensor(fin, entry, start).to(torch.bfloat16).reshape(entry["shape"])
+            fout.write(deltas[name].apply(weight).view(torch.uint8).numpy())
+    return {name: out[name]["data_offsets"][1] - out[name]["data_offsets"][0] for name, _ in entries}
+
+
+def _causal_lm_skeleton(base_dir: Path):
+    """The model transformers' AutoModelForCausalLM builds from the base's config, on the meta device (no weights)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(str(base_dir))
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+
+
+def _dropped(model) -> Any:
+    """A predicate for the checkpoint tensors transformers drops on load (Qwen3.5's ``mtp.*``, its vision tower)."""
+    patterns = [re.compile(p) for p in (model._keys_to_ignore_on_load_unexpected or [])]
+    return lambda name: any(p.search(name) for p in patterns)
+
+
+def _save_configs(model, base_dir: Path, out: Path) -> None:
+    """config.json and generation_config.json as ``save_pretrained`` writes them for the bf16 model."""
+    from transformers import GenerationConfig
+
+    config = model.config
+    config.architectures = [type(model).__name__]
+    config.dtype = "bfloat16"
+    config.save_pretrained(str(out))
+    try:
+        generation = GenerationConfig.from_pretrained(str(base_dir))
+    except OSError:
+        generation = GenerationConfig.from_model_config(config)
+    generation.save_pretrained(str(out))
+
+
+def merge(base: str, adapter: Path, out: Path, revision: str | None = None) -> Path:
+    """Merge ``adapter`` into the bfloat16 base, shard by shard, and save ``out`` (safetensors + tokenizer).
+
+    Each safetensors shard of the base is rewritten under its own name with the
+    LoRA deltas of its tensors applied (:func:`merge_shard`): peak memory is one
+    tensor and its delta, never the model. The result equals transformers' load
+    in bfloat16 + PEFT's ``merge_and_unload`` + ``save_pretrained`` tensor for
+    tensor (``tests/test_training.py``); tensors transformers drops on load
+    (Qwen3.5's MTP block and vision tower) are dropped here too.
+    """
+    from transformers import AutoTokenizer
 
     adapter = Path(adapter)
-    if not (adapter / "adapter_config.json").is_file():
-        raise MetrobenchError(f"{adapter}: no adapter (adapter_config.json missing)")
+    settings = lora_settings(adapter)
     base_dir = resolve_base(base, revision)
-    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.bfloat16)
-    merged = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    model = _causal_lm_skeleton(base_dir)
+    shards = base_shards(base_dir)
+    names = {name for shard in shards for name in read_header(shard)[0]}
+    deltas = adapter_deltas(adapter, settings, names)
+    dropped = _dropped(model)
     with atomic_dir(out) as tmp:
-        merged.save_pretrained(str(tmp), safe_serialization=True)
+        written: dict[str, str] = {}
+        total = 0
+        for shard in shards:
+            sizes = merge_shard(shard, tmp / shard.name, deltas, lambda name: not dropped(name))
+            written.update(dict.fromkeys(sizes, shard.name))
+            total += sum(sizes.values())
+        unmerged = sorted(deltas.keys() - written.keys())
+        if unmerged:
+            raise MetrobenchError(f"{adapter}: adapted weight {unmerged[0]} is one transformers drops on load")
+        if (base_dir / "model.safetensors.index.json").is_file():
+            index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(written.items()))}
+            write_text(tmp / "model.safetensors.index.json", json.dumps(index, indent=2) + "\n")
+        _save_configs(model, base_dir, tmp)
         tokenizer = AutoTokenizer.from_pretrained(str(adapter))
         tokenizer.chat_template = INFERENCE_TEMPLATE
         tokenizer.save_pretrained(str(tmp))
