@@ -245,14 +245,40 @@ def check_keys(needs: StudyNeeds) -> list[Check]:
     return checks or [Check("ok", "api keys", "none needed by this config")]
 
 
-def check_models(needs: StudyNeeds, base: Path) -> list[Check]:
-    missing = [f"{name} ({path})" for name, path in needs.ggufs.items() if not (base / path).is_file()]
+def check_lock(study: StudyConfig | None) -> list[Check]:
+    """The models lock against the config: one line, naming the command that mends it."""
+    from metrobench.hub.lock import lock_problems, read_lock, unlocked
+
+    if study is None or not (study.downloads.gguf or study.downloads.bases):
+        return []
+    path = study.downloads.lock
+    try:
+        lock = read_lock(path)
+    except MetrobenchError as exc:
+        return [Check("FAIL", "models lock", str(exc))]
+    problems, missing = lock_problems(study.downloads, lock, path), unlocked(study.downloads, lock)
+    if problems:
+        return [Check("FAIL", "models lock", problems[0])]
+    if missing:
+        total = len(study.downloads.gguf) + len(study.downloads.bases)
+        return [Check("FAIL", "models lock", f"{len(missing)} of {total} model downloads not locked yet ({missing[0]}, ...): run `metrobench lock` first (hub "
+                      f"metadata only, no download), then commit {path}")]
+    return [Check("ok", "models lock", f"{path}: {len(lock.gguf)} GGUF files and {len(lock.bases)} bases locked")]
+
+
+def check_models(needs: StudyNeeds, base: Path, study: StudyConfig | None = None) -> list[Check]:
+    fetched = set(study.downloads.gguf) if study is not None else set()
+    missing = [f"{name} ({path})" for name, path in needs.ggufs.items()
+               if not (base / path).is_file() and path not in fetched]
     if not needs.ggufs:
         return []
     if missing:
         return [Check("FAIL", "model files", f"{len(missing)} of {len(needs.ggufs)} GGUFs missing: "
                       + ", ".join(missing[:4]) + (" …" if len(missing) > 4 else ""))]
-    return [Check("ok", "model files", f"all {len(needs.ggufs)} GGUFs present")]
+    later = sum(1 for path in needs.ggufs.values() if not (base / path).is_file())
+    return [Check("ok", "model files", f"all {len(needs.ggufs)} GGUFs present" if not later else
+                  f"{len(needs.ggufs) - later} of {len(needs.ggufs)} GGUFs present, {later} fetched by the "
+                  f"workflow from the lock")]
 
 
 def check_data(explicit: str | None, needs: StudyNeeds, base: Path) -> Check:
@@ -286,7 +312,7 @@ def run_checks(paths: list[str], *, data: str | None, results: Path) -> list[Che
     needs = study_needs(study) if study is not None else StudyNeeds()
     base = Path.cwd()
     return [loaded, *check_python(), *check_llama_cpp(needs), check_llama_server(needs), *check_torch(needs),
-            check_disk(results), *check_keys(needs), *check_models(needs, base),
+            check_disk(results), *check_keys(needs), *check_lock(study), *check_models(needs, base, study),
             check_data(data, needs, base)]
 
 

@@ -150,3 +150,33 @@ def test_a_library_that_dies_on_load_is_a_failure(monkeypatch):
     monkeypatch.setattr(doctor, "_system_info", lambda: (None, doctor._died(-4, "")))
     [check] = doctor.check_llama_cpp(doctor.StudyNeeds())
     assert check.status == "FAIL" and "SIGILL" in check.detail and "install-llama-cpp.sh" in check.detail
+
+
+def test_an_unlocked_or_stale_models_lock_is_one_line_naming_the_command(tmp_path, monkeypatch):
+    import yaml
+
+    from metrobench.hub.lock import BASE_IGNORE
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({"downloads": {
+        "gguf": {"models/a.gguf": {"repo": "acme/a-GGUF", "file": "a.gguf"}}, "bases": {"acme/base": {}}}}))
+    study = load_study([str(tmp_path / "study.yaml")])
+    [check] = doctor.check_lock(study)
+    assert (check.status, check.detail) == ("FAIL", "2 of 2 model downloads not locked yet (models/a.gguf, ...): "
+                                            "run `metrobench lock` first (hub metadata only, no download), then "
+                                            "commit config/models.lock.yaml")
+    (tmp_path / "config").mkdir()
+    lock = {"gguf": {"models/a.gguf": {"repo": "acme/other-GGUF", "file": "a.gguf", "revision": "main",
+                                       "commit": "0" * 40, "size": 1, "sha256": "a" * 64}}}
+    (tmp_path / "config" / "models.lock.yaml").write_text(yaml.safe_dump(lock))
+    [check] = doctor.check_lock(study)
+    assert check.status == "FAIL" and check.detail.endswith("run `metrobench lock --update models/a.gguf`")
+    lock["gguf"]["models/a.gguf"]["repo"] = "acme/a-GGUF"
+    lock["bases"] = {"acme/base": {"revision": "main", "commit": "1" * 40, "ignore_patterns": BASE_IGNORE,
+                                   "files": {}}}
+    (tmp_path / "config" / "models.lock.yaml").write_text(yaml.safe_dump(lock))
+    assert [c.status for c in doctor.check_lock(study)] == ["ok"]
+    # a GGUF that the workflow will fetch is not a missing model file
+    needs = doctor.study_needs(load_study([str(tmp_path / "study.yaml")]))
+    needs.ggufs = {"m": "models/a.gguf"}
+    assert [c.status for c in doctor.check_models(needs, tmp_path, study)] == ["ok"]

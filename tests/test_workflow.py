@@ -58,6 +58,7 @@ def test_paper_plan_for_table4(tmp_path):
     counts = job_counts(plan.stdout)
     assert counts == {
         "fetch_data": 1, "verify_data": 1, "partition": 1,           # data.path empty: the pinned clone
+        "fetch_gguf": 5, "fetch_base": 4,                            # 4 bases + 35B teacher; 4 student bases
         "teacher_model": 12, "teacher_score": 12, "trainset": 1,     # 2 teachers x 6 systems, train only
         "train": 9, "merge": 9, "gguf": 9, "quantize": 9,            # 4 sizes x seeds 42/43, + 2B seed 44
         "bench_model": 78, "score_tier1": 78,                        # (4 bases + 9 students) x 6 systems
@@ -97,41 +98,112 @@ def test_config_overrides_reach_the_tables(tmp_path):
 
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+TABLE4_GGUFS = ["models/Qwen3.5-2B-Q8_0.gguf", "models/Qwen3.5-4B-Q6_K.gguf", "models/Qwen3.5-9B-Q5_K_M.gguf",
+                "models/Qwen3.5-27B-Q4_K_M.gguf", "models/Qwen3.5-35B-A3B-Q4_K_M.gguf"]  # 4 bases + a teacher
+TABLE4_BASES = [f"Qwen/Qwen3.5-{s}" for s in ("2B", "4B", "9B", "27B")]
+
+
+def write_lock(cwd: Path, ggufs: list[str], bases: list[str]) -> None:
+    """A lock for these entries of config/config.yaml, as `metrobench lock` writes it (no hub needed)."""
+    study = yaml.safe_load((cwd / "config" / "config.yaml").read_text())["downloads"]
+    lock = {"version": 1,
+            "gguf": {p: {**study["gguf"][p], "revision": "main", "commit": COMMIT, "size": 4, "sha256": "a" * 64}
+                     for p in ggufs},
+            "bases": {r: {"revision": "main", "commit": COMMIT,
+                          "ignore_patterns": ["*vision*", "*visual*", "*mtp*", "*.gguf", "*.pth", "*.bin", "*.pt"],
+                          "files": {"config.json": {"size": 2, "git_sha1": "b" * 40}}} for r in bases}}
+    (cwd / "config" / "models.lock.yaml").write_text(yaml.safe_dump(lock))
 
 
 @pytest.mark.slow
-def test_table4_plan_fetches_pinned_models_and_needs_no_judge(tmp_path):
-    """Table 4 is Tier 1 only (no judge, no key); pinned GGUFs and student bases are planned as downloads."""
+def test_table4_plan_fetches_every_model_by_name_and_needs_no_judge(tmp_path):
+    """Table 4 is Tier 1 only (no judge, no key); every GGUF it serves and every base it trains is a fetch job,
+    with or without a lock; a lock pins the train jobs' base revision."""
     cwd = workflow_copy(tmp_path)
-    pins = {"downloads": {
-        "gguf": {f"models/Qwen3.5-{s}.gguf": {"repo": f"acme/Qwen3.5-{s}-GGUF", "file": f"Qwen3.5-{s}.gguf",
-                                               "revision": COMMIT, "sha256": "a" * 64}
-                 for s in ("2B-Q8_0", "4B-Q6_K", "9B-Q5_K_M", "27B-Q4_K_M")},
-        "bases": {f"Qwen/Qwen3.5-{s}": {"revision": COMMIT} for s in ("2B", "4B", "9B", "27B")}}}
-    (cwd / "pins.yaml").write_text(yaml.safe_dump(pins))
     env = {k: v for k, v in ENV.items() if k != "ANTHROPIC_API_KEY"}
-    plan = subprocess.run([sys.executable, "-m", "snakemake", "results/table4.csv", "-n", "-p", "--configfile",
-                           "config/config.yaml", "pins.yaml"], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert plan.returncode == 0, plan.stderr[-2000:]
-    counts = job_counts(plan.stdout)
-    assert counts["fetch_gguf"] == 4 and counts["fetch_base"] == 4
-    assert "score" not in counts and counts["score_tier1"] == 78
-    commands = [ln for ln in plan.stdout.splitlines() if "metrobench " in ln]
-    assert not any("anthropic" in c or "ANTHROPIC" in c for c in commands)
-    assert all("--judge none" in c for c in commands if "metrobench score" in c)
-    assert sum("metrobench train" in c and f"--revision {COMMIT}" in c for c in commands) == 9
-    assert "../shared" not in plan.stdout
-    # a base GGUF is an input of its bench jobs, so it is fetched before the server starts
-    fetch = plan.stdout.split("rule fetch_gguf", 1)[1].split("\n\n", 1)[0]
-    assert "output: models/Qwen3.5-" in fetch
+    for locked in (False, True):
+        if locked:
+            write_lock(cwd, TABLE4_GGUFS, TABLE4_BASES)
+        plan = subprocess.run([sys.executable, "-m", "snakemake", "results/table4.csv", "-n", "-p"], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert plan.returncode == 0, plan.stderr[-2000:]
+        counts = job_counts(plan.stdout)
+        assert counts["fetch_gguf"] == 5 and counts["fetch_base"] == 4
+        assert "score" not in counts and counts["score_tier1"] == 78
+        commands = [ln for ln in plan.stdout.splitlines() if "metrobench " in ln]
+        assert not any("anthropic" in c or "ANTHROPIC" in c for c in commands)
+        assert all("--judge none" in c for c in commands if "metrobench score" in c)
+        assert sum("metrobench train" in c and f"--revision {COMMIT}" in c for c in commands) == (9 if locked else 0)
+        assert sorted(re.findall(r"fetch-model --lock config/models.lock.yaml --gguf (\S+)", plan.stdout)) == \
+            sorted(TABLE4_GGUFS)
+        assert "../shared" not in plan.stdout
+        # a base GGUF is an input of its bench jobs, so it is fetched before the server starts
+        bench = plan.stdout.split("rule bench_model", 1)[1].split("\n\n", 1)[0]
+        assert re.search(r"input: .*models/Qwen3\.5-", bench)
 
-    (cwd / "bad.yaml").write_text(yaml.safe_dump({"downloads": {"gguf": {"models/x.gguf": {"repo": "acme/x"}}}}))
-    bad = snakemake(cwd, "results/table4.csv", "-n", "--configfile", "config/config.yaml", "bad.yaml")
+
+@pytest.mark.slow
+def test_plans_stop_at_once_on_a_served_file_with_no_source_or_a_stale_lock(tmp_path):
+    cwd = workflow_copy(tmp_path)
+    (cwd / "extra.yaml").write_text(yaml.safe_dump(
+        {"models": {"mine": {"provider": "llama_cpp", "serving": {"gguf": "models/mine.gguf"}}}}))
+    bad = snakemake(cwd, "results/table4.csv", "-n", "--configfile", "config/config.yaml", "extra.yaml")
     assert bad.returncode != 0
-    # one line naming the config file that holds the bad entry
-    assert (f"metrobench: error: {cwd / 'bad.yaml'}: downloads.gguf[models/x.gguf]: field file missing (every "
-            "GGUF needs repo, file, revision, sha256)") in bad.stderr.splitlines()
+    errors = [ln for ln in bad.stderr.splitlines() if "error" in ln.lower()]
+    assert errors == ["metrobench: error: model mine serves models/mine.gguf, which is not there and not among the "
+                      "config's downloads: place the file there (then `metrobench lock --adopt models/mine.gguf`), "
+                      "or name its hub repo and file under downloads.gguf[models/mine.gguf] and run "
+                      "`metrobench lock`"], bad.stderr
+    (cwd / "models").mkdir()
+    (cwd / "models" / "mine.gguf").write_bytes(b"GGUF")          # placed by hand: plans
+    assert snakemake(cwd, "results/runs/mine/marta.jsonl", "-n", "--configfile", "config/config.yaml",
+                     "extra.yaml").returncode == 0
+
+    write_lock(cwd, TABLE4_GGUFS[:1], [])
+    lock = yaml.safe_load((cwd / "config" / "models.lock.yaml").read_text())
+    lock["gguf"][TABLE4_GGUFS[0]]["repo"] = "someone/else"
+    (cwd / "config" / "models.lock.yaml").write_text(yaml.safe_dump(lock))
+    stale = snakemake(cwd, "results/table4.csv", "-n")
+    assert stale.returncode != 0
+    assert [ln for ln in stale.stderr.splitlines() if "error" in ln.lower()] == [
+        f"metrobench: error: config/models.lock.yaml: downloads.gguf[{TABLE4_GGUFS[0]}]: the config asks for "
+        f"unsloth/Qwen3.5-2B-GGUF/Qwen3.5-2B-Q8_0.gguf at main, the lock holds someone/else/Qwen3.5-2B-Q8_0.gguf "
+        f"at main; run `metrobench lock --update {TABLE4_GGUFS[0]}`"]
+
+
+@pytest.mark.slow
+def test_a_run_without_a_lock_stops_in_its_fetch_jobs_and_with_one_fetches_and_verifies(tmp_path, root):
+    """A real run: unlocked, the fetch jobs (first, by priority) stop it before any model job; locked against
+    the hub stand-in, the fetch job downloads and verifies the GGUF."""
+    import hashlib
+
+    from fake_hf_hub import FakeHub
+
+    cwd = workflow_copy(tmp_path)
+    data = ("--config", f"data={{path: {root}}}")
+    run = snakemake(cwd, "results/table4.csv", "--cores", "2", *data)
+    assert run.returncode != 0
+    output = run.stdout + run.stderr
+    assert "metrobench: error: models/Qwen3.5-" in output and "not in config/models.lock.yaml yet: run " \
+        "`metrobench lock`" in output
+    started = set(re.findall(r"^rule (\w+):", output, re.M))
+    assert started <= {"fetch_gguf", "fetch_base", "verify_data", "partition"}, started
+    assert not list(cwd.glob("models/*.gguf"))
+
+    gguf = b"GGUF" + bytes(range(256)) * 16
+    with FakeHub({"unsloth/Qwen3.5-2B-GGUF": {"Qwen3.5-2B-Q8_0.gguf": gguf}}, COMMIT) as hub:
+        hub_env = dict(ENV, HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_XET="1")
+        only = cwd / "only.yaml"
+        only.write_text(yaml.safe_dump({"downloads": {"gguf": {TABLE4_GGUFS[0]: {
+            "repo": "unsloth/Qwen3.5-2B-GGUF", "file": "Qwen3.5-2B-Q8_0.gguf"}}}}))
+        # lock the one entry the stand-in holds (the config's other entries stay unlocked)
+        locked = subprocess.run([sys.executable, "-m", "metrobench", "lock", "--config", str(only)], cwd=cwd,
+                                env=hub_env, capture_output=True, text=True, timeout=120)
+        assert locked.returncode == 0, locked.stderr
+        fetched = subprocess.run([sys.executable, "-m", "snakemake", TABLE4_GGUFS[0], "--cores", "1"], cwd=cwd,
+                                 env=hub_env, capture_output=True, text=True, timeout=300)
+    assert fetched.returncode == 0, fetched.stderr[-2000:]
+    assert hashlib.sha256((cwd / TABLE4_GGUFS[0]).read_bytes()).hexdigest() == hashlib.sha256(gguf).hexdigest()
 
 
 def _bench_resources(cwd: Path, model: str) -> str:

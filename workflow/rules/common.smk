@@ -10,6 +10,7 @@ import yaml
 
 from metrobench import layout
 from metrobench.errors import MetrobenchError
+from metrobench.hub.lock import lock_problems, read_lock
 from metrobench.study import read_sources, validate_study
 
 # The study config as one typed model (metrobench/study.py): every rule reads STUDY, with
@@ -80,9 +81,18 @@ def student_of(model):
     return layout.student_of(STUDENT_SEEDS, model)
 
 
-# Pinned downloads (metrobench/downloads.py), checked by validate_study above.
-GGUF_DOWNLOADS = STUDY.downloads.gguf
-BASE_DOWNLOADS = STUDY.downloads.bases
+# Models by name (metrobench/hub/): the config's downloads, resolved into the lock by
+# `metrobench lock`. A lock that disagrees with the config stops the plan; an entry not
+# locked yet still plans its fetch job, which stops at once naming `metrobench lock`.
+DOWNLOADS = STUDY.downloads
+try:
+    LOCK = read_lock(DOWNLOADS.lock)
+except MetrobenchError as exc:
+    sys.exit(f"metrobench: error: {exc}")
+for _problem in lock_problems(DOWNLOADS, LOCK, DOWNLOADS.lock)[:1]:
+    sys.exit(f"metrobench: error: {_problem}")
+GGUF_DOWNLOADS = sorted(set(DOWNLOADS.gguf) | set(LOCK.gguf))
+BASE_DOWNLOADS = DOWNLOADS.bases
 
 
 def model_spec(model):
@@ -99,7 +109,26 @@ def served_gguf(model):
     return (model_spec(model).get("serving") or {}).get("gguf")
 
 
+def unservable(models):
+    """The first served GGUF of these models that is neither on disk, nor a download, nor adopted."""
+    for model in models:
+        gguf = served_gguf(model)
+        if gguf and gguf not in GGUF_DOWNLOADS and not Path(gguf).exists():
+            return (
+                f"model {model} serves {gguf}, which is not there and not among the config's downloads:"
+                f" place the file there (then `metrobench lock --adopt {gguf}`), or name its hub repo and"
+                f" file under downloads.gguf[{gguf}] and run `metrobench lock`"
+            )
+    return None
+
+
+# Checked when the plan is made, not hours into it.
+if unservable(MODELS):
+    sys.exit(f"metrobench: error: {unservable(MODELS)}")
+
+
 def bench_inputs(wildcards):
+    """A run's inputs: the split, the model's config file, and the GGUF it serves (fetched when missing)."""
     inputs = {"split": "results/partition.json"}
     student = student_of(wildcards.model)
     if student:
@@ -108,8 +137,8 @@ def bench_inputs(wildcards):
     if isinstance(STUDY.models[wildcards.model], str):
         inputs["model"] = STUDY.models[wildcards.model]
     gguf = served_gguf(wildcards.model)
-    if gguf and (gguf in GGUF_DOWNLOADS or Path(gguf).exists()):
-        inputs["served_gguf"] = gguf  # fetched by rule fetch_gguf when missing
+    if gguf:
+        inputs["served_gguf"] = gguf
     return inputs
 
 
@@ -126,8 +155,9 @@ def base_inputs(wildcards):
 
 
 def revision_flag(wildcards):
-    entry = BASE_DOWNLOADS.get(recipe_base(wildcards.size))
-    return f"--revision {entry['revision']}" if entry else ""
+    """`--revision C`, C the commit the lock pins the student's base at (none when not a download)."""
+    entry = LOCK.bases.get(recipe_base(wildcards.size))
+    return f"--revision {entry.commit}" if entry else ""
 
 
 def gguf_flag(wildcards, input):

@@ -1,6 +1,8 @@
-# Pinned model downloads (config downloads, metrobench/downloads.py): base GGUFs into
-# their configured paths, SHA-256 checked; students' base weights into the standard
-# Hugging Face cache. No GPU: they run before, and beside, the GPU jobs.
+# Models by name (metrobench/hub/): each fetch job downloads exactly what the lock
+# (downloads.lock) says and verifies it before any job uses it. An entry the lock does
+# not hold yet stops its job at once with one line naming `metrobench lock`; fetch
+# jobs come first (priority), so that happens seconds into a run, never hours. No GPU:
+# they run before, and beside, the GPU jobs. The error line is also shown (tee).
 
 
 rule fetch_gguf:
@@ -10,18 +12,15 @@ rule fetch_gguf:
         "logs/models/{gguf}.log",
     wildcard_constraints:
         gguf=_alternatives(GGUF_DOWNLOADS),
+    priority: 100
     conda:
         TRAIN_ENV  # huggingface_hub
     resources:
         gpu=0,
     params:
-        repo=lambda w: GGUF_DOWNLOADS[w.gguf]["repo"],
-        file=lambda w: GGUF_DOWNLOADS[w.gguf]["file"],
-        revision=lambda w: GGUF_DOWNLOADS[w.gguf]["revision"],
-        sha256=lambda w: GGUF_DOWNLOADS[w.gguf]["sha256"],
+        lock=DOWNLOADS.lock,
     shell:
-        "metrobench fetch-model --repo {params.repo} --file {params.file} --revision {params.revision}"
-        " --sha256 {params.sha256} --gguf {output} > {log} 2>&1"
+        "metrobench fetch-model --lock {params.lock} --gguf {output} 2>&1 | tee {log}"
 
 
 rule fetch_base:
@@ -31,22 +30,13 @@ rule fetch_base:
         "logs/models/{base}.log",
     wildcard_constraints:
         base=_alternatives(BASE_DOWNLOADS),
+    priority: 100
     conda:
         TRAIN_ENV
     resources:
         gpu=0,
     params:
-        revision=lambda w: BASE_DOWNLOADS[w.base]["revision"],
-        patterns=lambda w: " ".join(
-            [
-                f"--allow '{p}'"
-                for p in BASE_DOWNLOADS[w.base].get("allow_patterns") or []
-            ]
-            + [
-                f"--ignore '{p}'"
-                for p in BASE_DOWNLOADS[w.base].get("ignore_patterns") or []
-            ]
-        ),
+        lock=DOWNLOADS.lock,
     shell:
-        "metrobench fetch-model --repo {wildcards.base} --revision {params.revision} {params.patterns}"
-        " --stamp {output} > {log} 2>&1"
+        "metrobench fetch-model --lock {params.lock} --base {wildcards.base} --stamp {output}"
+        " 2>&1 | tee {log}"
