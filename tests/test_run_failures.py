@@ -162,6 +162,15 @@ def test_two_cases_on_5xx_fail_the_run_and_a_rerun_redoes_exactly_them(bench, ro
     assert all(json.loads(line)["meta"]["ending_kind"] == "model" for line in lines)
 
 
+def test_a_first_case_failing_on_5xx_does_not_stop_the_others(bench, tmp_path):
+    down = user_of(bench, IDS[0])
+    with FakeOpenAI(lambda r: (500, ERROR_BODY) if r["body"]["messages"][1]["content"] == down
+                    else DECLINED) as api:
+        summary = run(bench, cfg(api.url, concurrency=4, retries=3), IDS, tmp_path / "t.jsonl")
+        assert len(api.requests) == 3 + 3  # the failing case three times, each other case once
+    assert summary.stopped is None and summary.counts() == "4 cases: 3 answered, 1 infrastructure (retryable)"
+
+
 def test_429_after_retries_is_infrastructure_and_a_bad_retry_after_is_ignored(bench, tmp_path):
     headers = iter([{"retry-after": "-5"}, {"retry-after": "nan"}])
 

@@ -39,7 +39,7 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def _report(summary: RunSummary) -> int:
     """Print the counts line; a run that failed on its endpoint raises its one error line."""
-    print(f"{summary.path}: ran {summary.ran} cases ({summary.failed} failed), "
+    print(f"{summary.path}: ran {summary.ran} case{'' if summary.ran == 1 else 's'} ({summary.failed} failed), "
           f"{summary.skipped} already done, {summary.wall_s:.1f} s; endings: {summary.counts()}", flush=True)
     problem = summary.problem()
     if problem is not None:

@@ -162,7 +162,8 @@ class ChatClient:
         self.answered = False
         #: Why no further request is sent (a fatal :class:`EndpointError`'s text), once one happened.
         self.stopped: str | None = None
-        self._first = asyncio.Lock()
+        self._probing = False
+        self._turn = asyncio.Event()
         self.where = _host(url) if url else cfg.provider
         key = _api_key(cfg)
         common = {"max_retries": 0, "timeout": cfg.timeout_s}
@@ -238,19 +239,35 @@ class ChatClient:
                 raw = await self.client.chat.completions.with_raw_response.create(
                     **self.chat_kwargs(messages, tools))
             text = raw.text
-        self.answered = True
+        self._mark_answered()
         read = responses_reply if self.cfg.provider == "azure_responses" else chat_reply
         return read(parse_body(text))
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ChatReply:
         """One model turn, retried on transient failures; one request at a time until the endpoint answers."""
-        if not self.answered:
-            async with self._first:
-                self._check_stopped()
-                if not self.answered:
-                    return await self._attempts(messages, tools)
+        while not self.answered:
+            self._check_stopped()
+            if self._probing:  # another request is finding out whether the endpoint is there
+                await self._turn.wait()
+                continue
+            self._probing = True
+            try:
+                return await self._attempts(messages, tools)
+            finally:
+                self._probing = False
+                self._wake()
         self._check_stopped()
         return await self._attempts(messages, tools)
+
+    def _wake(self) -> None:
+        """Let the requests waiting for the first answer go on (or find the run stopped)."""
+        self._turn.set()
+        self._turn = asyncio.Event()
+
+    def _mark_answered(self) -> None:
+        if not self.answered:
+            self.answered = True
+            self._wake()
 
     def _check_stopped(self) -> None:
         if self.stopped is not None:
@@ -277,7 +294,7 @@ class ChatClient:
         """``(the error to raise now or None to retry, the server's retry-after)`` for one failure."""
         openai = self._openai
         if isinstance(exc, openai.APIStatusError):
-            self.answered = True
+            self._mark_answered()
             status = exc.status_code
             body = exc.response.text if exc.response is not None else str(exc)
             message = f"{status}: {body[:500]}"
