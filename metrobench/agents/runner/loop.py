@@ -112,6 +112,16 @@ class CaseRun:
         self.cached_tokens = 0
         self.text_calls = 0  # calls parsed from text so far (their ids: call_text_1, ...)
 
+    def finish(self, start: float) -> CaseRecord:
+        """The record, its conversation, timings and ending filled in (``start``: the case's perf_counter)."""
+        record = self.record
+        record.messages = self.messages
+        record.e2e_ms = round((time.perf_counter() - start) * 1000, 1)
+        record.meta["model_ms"] = round(self.model_ms, 1)
+        record.meta["cached_tokens"] = self.cached_tokens
+        mark_ending(record)
+        return record
+
     def run_tool_calls(self, tool_calls: list[dict[str, Any]],
                        text_calls: list[TextCall] | None = None) -> dict[str, Any] | None:
         """Execute one message's calls in order; the last accepted submission's arguments, if any.
@@ -239,9 +249,4 @@ async def run_case(client: ChatClient, system: SystemData, case: Case, *, model:
     except EndpointError as exc:
         record.error = str(exc)
         record.meta["ending"] = "infrastructure" if exc.infrastructure else "refused"
-    record.messages = state.messages
-    record.e2e_ms = round((time.perf_counter() - start) * 1000, 1)
-    record.meta["model_ms"] = round(state.model_ms, 1)
-    record.meta["cached_tokens"] = state.cached_tokens
-    mark_ending(record)
-    return record
+    return state.finish(start)
