@@ -2,7 +2,9 @@
 
 The adapter is merged into the base's bfloat16 weights — never into the 4-bit
 weights it was trained against, which would bake quantisation error into the
-student — and saved as safetensors with the serving chat template. The merge
+student — and saved as safetensors with the serving chat template of the
+recipe the adapter was trained with (the project's, or Qwen3.5's own for the
+``paper`` recipes; the GGUF then carries it). The merge
 streams: each safetensors shard of the base is read one tensor at a time, the
 LoRA deltas of its tensors applied (``W += scaling * B @ A`` in fp32, as PEFT's
 ``merge_and_unload``), and written under the shard's own name, so peak memory is
@@ -48,7 +50,7 @@ from typing import Any
 from metrobench.atomic import atomic_dir, atomic_path, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.training.base import cache_dir, resolve_base
-from metrobench.training.chat_template import INFERENCE_TEMPLATE
+from metrobench.training.chat_template import served_template
 
 
 #: Adapter settings the streaming merge applies as PEFT does; any other value of these is
@@ -310,7 +312,7 @@ def merge(base: str, adapter: Path, out: Path, revision: str | None = None) -> P
             write_text(tmp / "model.safetensors.index.json", json.dumps(index, indent=2) + "\n")
         _save_configs(model, base_dir, tmp)
         tokenizer = AutoTokenizer.from_pretrained(str(adapter))
-        tokenizer.chat_template = INFERENCE_TEMPLATE
+        tokenizer.chat_template = served_template(tokenizer.chat_template)   # the recipe's (train.py)
         tokenizer.save_pretrained(str(tmp))
     return Path(out)
 

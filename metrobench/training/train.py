@@ -5,7 +5,13 @@ CUDA, and on the CPU since bitsandbytes 0.50), LoRA adapters go on the
 attention and MLP projections, and the loss covers the assistant turns (the
 training chat template marks them with ``{% generation %}`` and renders the
 tool schemas exactly as inference does) or, with the recipe's ``loss: text``,
-the whole text as the paper's runs did. Memory: the embeddings and LM head
+the whole text as the paper's runs did. The recipe's ``template`` picks the
+chat template (:mod:`metrobench.training.chat_template`: the project's, or
+Qwen3.5's own for the ``paper`` recipes); each example is rendered and
+tokenised here (:func:`encode`) and handed to TRL as token ids with the loss
+mask, so the text trained on is exactly what the template renders for the
+messages, and the adapter's tokenizer is saved with that template's serving
+text, which the merged model and its GGUF carry. Memory: the embeddings and LM head
 stay bf16 (:func:`prepare_quantized`), and TRL's fused LM head computes the
 loss in tiles of 4,096 tokens x 32,768 vocabulary entries, so the
 ``(sequence, 248k)`` fp32 logits are never materialised; ``metrobench
@@ -26,6 +32,7 @@ and the seed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import resource
@@ -39,7 +46,7 @@ from metrobench.atomic import write_text
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, read_utf8
 from metrobench.training.base import resolve_base
-from metrobench.training.chat_template import INFERENCE_TEMPLATE, TRAIN_TEMPLATE
+from metrobench.training.chat_template import METROBENCH, chat_template, render_messages, template_of
 from metrobench.training.recipe import Recipe
 
 
@@ -59,21 +66,34 @@ def load_examples(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def tokenizer_for(base_dir: Path, template: str = TRAIN_TEMPLATE):
+def tokenizer_for(base_dir: Path, template: str = METROBENCH):
+    """The base's tokenizer with the training text of the named chat template."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
-    tokenizer.chat_template = template
+    tokenizer.chat_template = chat_template(template).training
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
 
 
 def assistant_mask(tokenizer, example: dict[str, Any]) -> tuple[list[int], list[int]]:
-    """(token ids, 1 where the loss applies) as the trainer computes them."""
-    out = tokenizer.apply_chat_template(example["messages"], tools=example["tools"] or None,
+    """(token ids, 1 on the assistant turns) of one example under the tokenizer's (training) template.
+
+    The messages go to the template as llama-server gives them to it
+    (:func:`~metrobench.training.chat_template.render_messages`).
+    """
+    template = template_of(tokenizer.chat_template)
+    messages = render_messages(template, example["messages"]) if template else example["messages"]
+    out = tokenizer.apply_chat_template(messages, tools=example["tools"] or None,
                                         tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     return list(out["input_ids"]), list(out["assistant_masks"])
+
+
+def encode(tokenizer, row: dict[str, Any], recipe: Recipe) -> dict[str, list[int]]:
+    """One example as TRL trains it: its token ids and, for ``loss: assistant``, the assistant mask."""
+    ids, mask = assistant_mask(tokenizer, row if recipe.tool_schemas else {**row, "tools": []})
+    return {"input_ids": ids, "assistant_masks": mask} if recipe.loss == "assistant" else {"input_ids": ids}
 
 
 def trainable(rows: list[dict[str, Any]], tokenizer, recipe: Recipe) -> list[dict[str, Any]]:
@@ -108,8 +128,6 @@ def _versions() -> dict[str, str]:
 
 def _prepare_work(work: Path, recipe: Recipe, dataset: Path, seed: int) -> None:
     """Keep checkpoints only if they belong to this recipe, seed and training set."""
-    import hashlib
-
     stamp = json.dumps({"recipe": recipe.model_dump(), "seed": seed,
                         "dataset": hashlib.sha256(Path(dataset).read_bytes()).hexdigest()}, sort_keys=True)
     marker = work / "fingerprint.json"
@@ -228,7 +246,11 @@ def unpack_cpu_kernels(model) -> int:
 
 
 def sft_config(recipe: Recipe, work: Path, seed: int, cuda: bool, quantized: bool):
-    """TRL's settings for a recipe. TRL's fused LM head computes the loss in tiles, never the full logits."""
+    """TRL's settings for a recipe. TRL's fused LM head computes the loss in tiles, never the full logits.
+
+    No ``assistant_only_loss``: the dataset is already tokenised (:func:`encode`) and its
+    ``assistant_masks`` column, present for ``loss: assistant``, gives TRL the labels.
+    """
     from trl import SFTConfig
 
     best = {"eval_strategy": "steps", "eval_steps": recipe.save_steps, "load_best_model_at_end": True,
@@ -239,7 +261,7 @@ def sft_config(recipe: Recipe, work: Path, seed: int, cuda: bool, quantized: boo
         per_device_train_batch_size=recipe.batch_size, per_device_eval_batch_size=recipe.eval_batch_size,
         gradient_accumulation_steps=recipe.grad_accum, learning_rate=recipe.learning_rate,
         lr_scheduler_type=recipe.scheduler, warmup_steps=recipe.warmup_ratio, max_length=recipe.max_length,
-        assistant_only_loss=recipe.loss == "assistant", seed=seed, data_seed=seed,
+        seed=seed, data_seed=seed,
         optim=recipe.optim_cuda if cuda else recipe.optim_cpu, bf16=cuda, use_cpu=not cuda,
         gradient_checkpointing=recipe.gradient_checkpointing and not quantized,
         gradient_checkpointing_kwargs={"use_reentrant": False},
@@ -259,10 +281,10 @@ def build_trainer(recipe: Recipe, rows: list[dict[str, Any]], base_dir: Path, to
 
     cuda = torch.cuda.is_available()
     set_seed(seed)
-    # Tools travel as JSON text: Arrow would merge the seven schemas into one struct
-    # padded with nulls, and the template would then render those nulls.
-    data = Dataset.from_list([{"messages": r["messages"],
-                               "tools": json.dumps(r["tools"] if recipe.tool_schemas else [])} for r in rows])
+    # Token ids, not messages: TRL then trains on exactly the rendered text (its labels come
+    # from the assistant mask), and no schema or argument object goes through Arrow, which
+    # would merge differing keys into one struct padded with nulls that templates render.
+    data = Dataset.from_list([encode(tokenizer, r, recipe) for r in rows])
     n_val = max(1, round(recipe.val_fraction * len(rows)))
     split = data.train_test_split(test_size=n_val, seed=seed)
     model, quantized = load_model(recipe, base_dir, cuda)
@@ -287,7 +309,7 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
     rows = load_examples(dataset)
     _prepare_work(work, recipe, dataset, seed)
     base_dir = resolve_base(recipe.base, revision)
-    tokenizer = tokenizer_for(base_dir)
+    tokenizer = tokenizer_for(base_dir, recipe.template)
     cuda = torch.cuda.is_available()
     measured_rows = len(rows)
     rows = trainable(rows, tokenizer, recipe)
@@ -298,7 +320,7 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
 
     out.mkdir(parents=True, exist_ok=True)
     save_adapter(trainer.model, out)
-    tokenizer.chat_template = INFERENCE_TEMPLATE
+    tokenizer.chat_template = chat_template(recipe.template).serving
     tokenizer.save_pretrained(str(out))
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     adapter_bytes = sum(p.stat().st_size for p in out.glob("adapter_model*"))
@@ -319,6 +341,7 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
         "device": "cuda" if cuda else "cpu", "resumed_from": resumed,
         "wall_s": round(time.perf_counter() - start, 1), "versions": _versions(),
         "recipe": recipe.model_dump(),
+        "chat_template_sha256": hashlib.sha256(chat_template(recipe.template).serving.encode()).hexdigest(),
     }
     write_text(out / layout.TRAIN_METRICS, json.dumps(metrics, indent=2) + "\n")
     shutil.rmtree(work, ignore_errors=True)
