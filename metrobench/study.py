@@ -125,6 +125,8 @@ class Student(Section):
     recipe: str = Field(description="the training recipe (peft/recipes/*.yaml)")
     seeds: Annotated[list[int], *Unique] = Field(
         min_length=1, description="one trained student each: the models <size>-peft-s<seed>")
+    published: str | None = Field(None, description="the configured model of the paper's released student of "
+                                                   "this size (seed 42), shown beside the trained ones in Table 4")
 
 
 class Termination(Section):
@@ -137,6 +139,8 @@ class LeaderboardRow(Section):
     label: str | None = Field(None, description="the name in the table (default: the model)")
     licence: str = ""
     vendor: str = ""
+    reference: bool = Field(False, description="a reference line below the ranked rows (the rule baseline), "
+                                               "never ranked")
 
 
 class SensitivityCell(Section):

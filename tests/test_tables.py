@@ -9,6 +9,7 @@ is the mean of two system means.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pytest
 
 from metrobench.paper import figures
+from metrobench.paper.markdown import PUBLISHED_COLUMN, markdown
 from metrobench.scoring.store import SCHEMA
 from metrobench.stats.cases import Cases, load_case_scores
 from metrobench.paper.tables import Skip, table2, table3, table4, table8, table9, table10
@@ -84,6 +86,7 @@ def test_table2_ranks_at_the_termination_threshold_and_averages_seed_groups(case
         "seeds": [1, 1, 2],
         "normal_endings_pct": [80.0, 100.0, 60.0],  # the group's worst seed
         "ranked": [True, True, False],              # 0.8 >= 0.8 ranks
+        "reference": [False, False, False],
     })
     pd.testing.assert_frame_equal(table2(cases, config), expected)
 
@@ -266,3 +269,271 @@ def test_protocol_counts_unread_calls_rounds_and_endings_by_kind(root, tmp_path)
                             capture_output=True, text=True)
     assert script.returncode == 0, script.stderr
     assert "| rule-agent-teacher | 4 | 50.0 | 50.0 | 3.0 | 50.0 | 25.0 | 25.0 |" in script.stdout
+
+
+# --- The tables as published (results/tableN.md), on the paper's own numbers ---------------------
+
+#: Table 2 of the paper: rank, the label as printed, Comp., Tier 1 (../shared/paper-tables.md).
+PAPER_TABLE2 = [
+    (1, "Muse Glimmer 30B", 92.03, 92.75), (2, "Qwen3.8-27B", 91.83, 92.20), (3, "Qwen3.6-27B", 91.28, 93.63),
+    (4, "Qwen3.5-27B base", 90.60, 92.32), (5, "GPT-5.6 luna (medium)", 90.57, 90.63),
+    (6, "GPT-5.4 full (xhigh)", 90.45, 91.37), (7, "Qwen3.5-35B-A3B base", 89.90, 92.12),
+    (8, "GPT-5.6 sol (xhigh)", 89.82, 90.00), (9, "Qwen3.5-27B + PEFT (n=2)", 89.72, 91.41),
+    (10, "Qwen3.5-4B + PEFT (n=2)", 89.12, 91.32), (11, "Qwen3.5-9B + PEFT (n=2)", 88.85, 91.03),
+    (12, "GPT-5.4 full (high)", 88.20, 89.48), (13, "Qwen3.5-9B base", 88.05, 89.38),
+    (14, "Mistral Small 2603", 87.82, 90.45), (15, "GPT-5.4 full (medium)", 87.72, 89.17),
+    (16, "Qwen3.5-4B base", 87.25, 89.32), (17, "GLM-4.7-Flash", 86.73, 89.67), (18, "GPT-5.4-nano", 86.58, 87.10),
+    (19, "GPT-5.4-mini", 86.37, 87.57), (20, "Ministral 8B 2512", 85.68, 87.33),
+    (21, "Gemma 4 26B-A4B", 81.98, 85.23), (22, "Qwen3.5-2B + PEFT (n=3)", 79.69, 81.20),
+    (23, "Qwen3.5-2B base", 71.90, 74.17), (24, "Qwen3.5-0.8B base", 59.98, 61.93),
+    (25, "Mistral Nemo 12B", 56.67, 57.50),
+]
+#: The excluded rows (no numbers in the paper: one a high scorer, to show the rule, not the score, decides)
+UNRANKED = {"Llama 3.1-8B": (95.0, 96.0), "Gemma 4 E2B": (40.0, 50.0), "Gemma 4 E4B": (60.0, 70.0)}
+REFERENCE = ("Rule-based baseline", 77.1, 84.6)
+#: Table 4's per-seed Tier 1 (s42, s43[, s44])
+PAPER_SEEDS = {"2b": (76.80, 82.07, 84.74), "4b": (91.82, 90.83), "9b": (90.53, 91.53), "27b": (91.93, 90.88)}
+#: Q4_K_M GGUF bytes per size (the paper: 1.2, 2.6, 5.3, 16 GB), adapters (42, 100, 150, 305 MB), minutes a seed
+PAPER_SIZES = {"2b": (1_240_000_000, 42_000_000, 27), "4b": (2_610_000_000, 100_400_000, 63),
+               "9b": (5_280_000_000, 150_200_000, 74), "27b": (16_400_000_000, 305_000_000, 103)}
+PAPER_TABLE4_MD = """\
+| Size | Base T1 | s42 | s43 | s44 | mean | Δ vs base | seed spread | Q4_K_M GGUF |
+|---|---|---|---|---|---|---|---|---|
+| 2B | 74.17 | 76.80 | 82.07 | 84.74 | 81.20 | +7.03 | ±3.97 | 1.2 GB |
+| 4B | 89.32 | 91.82 | 90.83 | – | 91.32 | +2.00 | ±0.49 | 2.6 GB |
+| 9B | 89.38 | 90.53 | 91.53 | – | 91.03 | +1.65 | ±0.50 | 5.3 GB |
+| 27B | 92.32 | 91.93 | 90.88 | – | 91.41 | −0.91 | ±0.53 | 16 GB |
+"""
+CONFIG = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
+
+
+def paper_study(**extra) -> StudyConfig:
+    """The paper config's Table 2 and 4 sections (config/config.yaml), plus ``extra`` sections."""
+    import yaml
+
+    raw = yaml.safe_load(CONFIG.read_text())
+    return study(**{key: raw[key] for key in ("leaderboard", "students", "termination")}, **extra)
+
+
+PAPER_SYSTEMS = ("marta", "doha", "bart", "taipei", "cta", "beijing")
+PAPER_CASES = 2  # held-out cases per system
+
+
+def _system_means(target: float) -> list[float]:
+    """Six system means (0.1 steps, as the scorer rounds them) whose mean rounds to ``target`` as the paper's."""
+    sixtieths = round(target * 60)
+    assert round(sixtieths / 60, 2) == round(target, 2), target  # every number of the paper is one of these
+    low, extra = divmod(sixtieths, 6)
+    return [(low + (i < extra)) / 10 for i in range(6)]
+
+
+def paper_table(models: dict[str, tuple[float, float, int]]) -> pa.Table:
+    """Held-out scores, ``model -> (Tier 1, composite, cases with an error)``, on six systems: each
+    case has a Tier 1 component x and a judged Tier 2 one y = 2c - x, so its composite is c."""
+    rows: dict[str, list] = {name: [] for name in SCHEMA.names}
+    for model, (tier1, composite, errors) in models.items():
+        for s, (system, x, c) in enumerate(zip(PAPER_SYSTEMS, _system_means(tier1), _system_means(composite))):
+            for i in range(PAPER_CASES):
+                case_id = f"{system.upper()}-{'ABCDEFGHIJK'[(s + i) % 11]}-{i:03d}"
+                for component, tier, score in (("route_correct", 1, x),
+                                               ("advisory_content_correct", 2, round(2 * c - x, 1))):
+                    values = {"model": model, "system": system, "case_id": case_id,
+                              "category": case_id.split("-")[1], "partition": "holdout", "component": component,
+                              "tier": tier, "score": score, "max": 100.0, "judged": tier == 2, "reason": "",
+                              "error": "boom" if s == 0 and i < errors else None}
+                    for name, value in values.items():
+                        rows[name].append(value)
+    return pa.table(rows, schema=SCHEMA)
+
+
+def _seed_values(target: float, near: tuple[float, ...]) -> list[float]:
+    """Per-seed headlines (each one of :func:`_system_means`'s) near ``near`` whose mean rounds to ``target``."""
+    total = round(target * 60 * len(near))
+    ks = [round(v * 60) for v in near[:-1]]
+    return [k / 60 for k in [*ks, total - sum(ks)]]
+
+
+def paper_scores(config: StudyConfig) -> dict[str, tuple[float, float, int]]:
+    """The paper's Table 2 as ``paper_table`` models of the config (a student group: its seeds, near Table 4's)."""
+    by_label = {row.label: row.model for row in config.leaderboard}
+    models: dict[str, tuple[float, float, int]] = {}
+    for _, label, comp, t1 in PAPER_TABLE2:
+        model = by_label[label.split(" (n=")[0]]
+        if model.endswith("-peft"):
+            size = model[: -len("-peft")]
+            seeds = config.students[size].seeds
+            for seed, seed_t1, seed_comp in zip(seeds, _seed_values(t1, PAPER_SEEDS[size]),
+                                                _seed_values(comp, (comp,) * len(seeds)), strict=True):
+                models[f"{model}-s{seed}"] = (seed_t1, seed_comp, 0)
+        else:
+            models[model] = (t1, comp, 0)
+    for label, (comp, t1) in UNRANKED.items():
+        models[by_label[label]] = (t1, comp, 1)  # 11 of 12 cases end: 91.7 % < 98 %
+    models[by_label[REFERENCE[0]]] = (REFERENCE[2], REFERENCE[1], 0)
+    return models
+
+
+@pytest.fixture(scope="module")
+def paper_cases() -> Cases:
+    return load_case_scores(paper_table(paper_scores(paper_study())))
+
+
+@pytest.fixture
+def paper_results(tmp_path: Path) -> Path:
+    """Training outputs of the paper's students: GGUF sizes, train metrics, the training set's composition."""
+    for size, (gguf, adapter, minutes) in PAPER_SIZES.items():
+        for seed in PAPER_SEEDS[size] and paper_study().students[size].seeds:
+            folder = tmp_path / "peft" / size / f"seed{seed}"
+            _write_json(folder / "gguf_sizes.json", {"model-Q4_K_M.gguf": gguf})
+            _write_json(folder / "adapter" / "train_metrics.json",
+                        {"recipe": {"max_length": 2048 if size == "27b" else 4096}, "wall_s": 60.0 * minutes,
+                         "adapter_bytes": adapter})
+    composition = tmp_path / "teacher" / "composition.csv"
+    composition.parent.mkdir(parents=True)
+    composition.write_text("category,kept,train_cases,coverage_pct,mean_tier1,from_a\n"
+                           "A,91,91,100.0,99.1,50\nC,66,92,71.7,98.7,40\nall,600,717,83.7,99.0,540\n")
+    return tmp_path
+
+
+def test_table2_ranks_the_paper_config_exactly_as_the_paper(paper_cases):
+    """The paper's 25 ranked rows, the three excluded ones and the rule baseline, shuffled by the config order."""
+    config = paper_study()
+    frame = table2(paper_cases, config)
+    ranked = frame[frame["ranked"]]
+    assert ranked[["rank", "composite", "tier1"]].values.tolist() == [[r, c, t] for r, _, c, t in PAPER_TABLE2]
+    assert frame["rank"].isna().tolist() == [False] * 25 + [True] * 4
+    assert frame["model"].iloc[25:].tolist() == ["Llama 3.1-8B", "Gemma 4 E4B", "Gemma 4 E2B", "Rule-based baseline"]
+    assert frame["reference"].tolist() == [False] * 28 + [True]
+    assert frame.iloc[-1][["composite", "tier1", "normal_endings_pct", "ranked"]].tolist() == [77.1, 84.6, 100.0, False]
+    lines = markdown("table2", frame, config).splitlines()
+    assert lines[0] == "| Rank | Model | Licence | Vendor | Comp. | Tier 1 |"
+    assert [line.split(" | ")[:2] for line in lines[2:27]] == [[f"| {r}", label] for r, label, _, _ in PAPER_TABLE2]
+    assert lines[2] == "| 1 | Muse Glimmer 30B | Apache 2.0 | Meta | 92.03 | 92.75 |"
+    assert lines[25] == "| 24 | Qwen3.5-0.8B base | Apache 2.0 | Alibaba | 59.98 | 61.93 |"
+    assert lines[27] == "| – | Llama 3.1-8B | Llama 3.1 Community | Meta | 95.00 | 96.00 |"
+    assert lines[30] == "| ref. | Rule-based baseline | - | - | 77.10 | 84.60 |"
+    assert "–: unranked, fewer than 98 % of its cases end with a valid submit." in lines
+    assert "ref.: a reference line, not ranked." in lines
+
+
+def test_table4_markdown_of_the_papers_numbers_is_the_papers_table():
+    """The paper's Table 4 numbers in the CSV's columns print as the paper's Table 4, character for character."""
+    frame = pd.DataFrame({
+        "size": ["2b", "4b", "9b", "27b"], "base_tier1": [74.17, 89.32, 89.38, 92.32],
+        "s42": [76.80, 91.82, 90.53, 91.93], "s43": [82.07, 90.83, 91.53, 90.88], "s44": [84.74, None, None, None],
+        "mean": [81.20, 91.32, 91.03, 91.41], "delta": [7.03, 2.00, 1.65, -0.91],
+        "seed_spread": [3.97, 0.49, 0.50, 0.53], "delta_full": [6.03, 1.72, 1.09, -1.07],
+        "q4_k_m_gguf_bytes": [gguf for gguf, _, _ in PAPER_SIZES.values()]})
+    assert markdown("table4", frame) == PAPER_TABLE4_MD + "\nFull-matrix deltas: +6.03, +1.72, +1.09, −1.07.\n"
+
+
+def test_table4_of_the_paper_config_on_synthetic_scores(paper_cases, paper_results):
+    frame = table4(paper_cases, paper_study(), paper_results)
+    assert PUBLISHED_COLUMN not in frame.columns  # no published student configured: no column
+    assert frame[["size", "base_tier1", "mean"]].values.tolist() == [
+        ["2b", 74.17, 81.2], ["4b", 89.32, 91.32], ["9b", 89.38, 91.03], ["27b", 92.32, 91.41]]
+    lines = markdown("table4", frame).splitlines()
+    assert lines[:2] == PAPER_TABLE4_MD.splitlines()[:2]
+    # (a seed's headline is one of 1/60's steps, so the last seed is moved to give the paper's mean)
+    assert re.fullmatch(r"\| 4B \| 89.32 \| 91.82 \| 90.8\d \| – \| 91.32 \| \+2.00 \| ±0.\d\d \| 2.6 GB \|", lines[3])
+    assert re.fullmatch(r"\| 27B \| 92.32 \| 91.93 \| 90.\d\d \| – \| 91.41 \| −0.91 \| ±0.\d\d \| 16 GB \|", lines[5])
+
+
+def test_table4_shows_the_published_student_beside_the_trained_ones(paper_cases, paper_results):
+    """students.<size>.published names the paper's released student; blank where unscored or unnamed."""
+    models = paper_scores(paper_study())
+    models["qwen3.5-4b-metro-v24"] = (91.82, 89.50, 0)
+    cases = load_case_scores(paper_table(models))
+    raw = paper_study().students
+    students = {size: {**spec.model_dump(exclude={"published"}), **(
+        {"published": f"qwen3.5-{size}-metro-v24"} if size in ("4b", "27b") else {})} for size, spec in raw.items()}
+    config = paper_study().model_copy(update={"students": study(students=students).students})
+    frame = table4(cases, config, paper_results)
+    assert frame[PUBLISHED_COLUMN].fillna(-1).tolist() == [-1, 91.82, -1, -1]  # 27b's is named, has no scores
+    assert frame.columns[-1] == PUBLISHED_COLUMN and frame.columns[:-1].tolist() == list(
+        table4(paper_cases, paper_study(), paper_results).columns)  # the CSV's other columns unchanged
+    lines = markdown("table4", frame).splitlines()
+    assert lines[0] == PAPER_TABLE4_MD.splitlines()[0] + " published s42 |"
+    assert lines[3].endswith(" | 2.6 GB | 91.82 |") and lines[2].endswith(" | 1.2 GB | – |")
+
+
+def _write_parquet(table: pa.Table, root: Path) -> Path:
+    """The synthetic rows as the scorer stores them: one Parquet file per model and system."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from metrobench.scoring.store import FILE_SCHEMA, partition_path
+
+    for model in set(table.column("model").to_pylist()):
+        for system in set(table.column("system").to_pylist()):
+            rows = table.filter(pc.and_(pc.equal(table["model"], model), pc.equal(table["system"], system)))
+            path = partition_path(root, model, system)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(rows.select(FILE_SCHEMA.names), path)
+    return root
+
+
+PAPER_HEADERS = {
+    "table2": "| Rank | Model | Licence | Vendor | Comp. | Tier 1 |",
+    "table3": "| decoding, output budget | Qwen3.5-27B | Qwen3.6-27B | Qwen3.8-27B |",
+    "table4": "| Size | Base T1 | s42 | s43 | s44 | mean | Δ vs base | seed spread | Q4_K_M GGUF |",
+    "table7": "| Category | Kept | Train-partition cases | Coverage |",
+    "table8": "| Size | max_seq | time/seed | adapter | Q4_K_M GGUF |",
+    "table9": "| Model | T1 mean [95 % CI] | Comp. mean [95 % CI] |",
+    "table10": "| Comparison | ΔT1 held-out (n=12) | ΔT1 full (n=12) | ΔComp. full (n=12) |",
+}
+
+
+def test_metrobench_tables_writes_each_table_md_with_the_papers_header(paper_results, tmp_path):
+    """`metrobench tables` from real Parquet: each tableN.md opens with the paper's header, the CSV keeps its columns."""
+    from metrobench.paper.report import build_tables
+
+    sensitivity = [{"row": row, "column": column, "model": model}
+                   for row, models in (("greedy, 4096", ("qwen3.5-27b", "qwen3.6-27b", "qwen3.8-27b")),
+                                       ("greedy, 16384", ("qwen3.5-27b", "qwen3.6-27b", "qwen3.8-27b")))
+                   for column, model in zip(("Qwen3.5-27B", "Qwen3.6-27B", "Qwen3.8-27B"), models)]
+    config = paper_study(sensitivity=sensitivity, stats={
+        "n_resamples": 100, "bootstrap_models": ["qwen3.5-27b", "4b-peft"],
+        "comparisons": [["4b-peft", "gpt-5.4-xhigh"], ["27b-peft", "qwen3.5-27b"]]})
+    scores = _write_parquet(paper_table(paper_scores(config)), tmp_path / "scores")
+    written, skipped = build_tables(scores, config, paper_results,
+                                    only=[*PAPER_HEADERS, "figure2", "figure5"])
+    assert skipped == []
+    for name, header in PAPER_HEADERS.items():
+        assert (paper_results / f"{name}.md").read_text().splitlines()[0] == header, name
+    csv = {name: pd.read_csv(paper_results / f"{name}.csv") for name in PAPER_HEADERS}
+    assert list(csv["table2"].columns) == ["rank", "model", "licence", "vendor", "composite", "composite_upper",
+                                          "judged", "tier1", "seeds", "normal_endings_pct", "ranked", "reference"]
+    assert list(csv["table4"].columns) == ["size", "base_tier1", "s42", "s43", "s44", "mean", "delta",
+                                          "seed_spread", "delta_full", "q4_k_m_gguf_bytes"]
+    assert (paper_results / "table8.md").read_text().splitlines()[2:] == [
+        "| 2B | 4096 | 27 min | 42 MB | 1.2 GB |", "| 4B | 4096 | 63 min | 100 MB | 2.6 GB |",
+        "| 9B | 4096 | 74 min | 150 MB | 5.3 GB |", "| 27B | 2048 | 103 min | 305 MB | 16 GB |"]
+    assert (paper_results / "table7.md").read_text().splitlines()[2:] == [
+        "| A | 91 | 91 | 100 % |", "| C | 66 | 92 | 72 % |", "| All | 600 | 717 | 84 % |"]
+    table9_md = (paper_results / "table9.md").read_text().splitlines()
+    assert re.fullmatch(r"\| Qwen3.5-27B base \| 92.32 \[92.\d\d, 92.\d\d\] \| 90.60 \[90.\d\d, 90.\d\d\] \|", table9_md[2])
+    assert len(csv["table9"]) == 8 and len(table9_md) == 6  # the CSV's holdout and headline rows stay there
+    # as the paper's -0.05 (4B+PEFT vs GPT-5.4 xhigh), and the composite 89.12 - 90.45
+    assert re.fullmatch(r"\| Qwen3.5-4B \+ PEFT vs GPT-5.4 full \(xhigh\) \| −0.0\d \[−0.\d\d, [+−]0.\d\d\] "
+                        r"\| −0.0\d \[.*\] \| −1.33 \[−1.\d\d, −1.\d\d\] \|",
+                        (paper_results / "table10.md").read_text().splitlines()[2])
+
+
+def test_table9_and_10_markdown_print_mean_and_interval(cases):
+    config = study(students=STUDENTS, stats=STATS, leaderboard=[{"model": "m1", "label": "Model one"}])
+    both = pd.concat([table9(cases, config, "full"), table9(cases, config, "holdout")])
+    assert markdown("table9", table9(cases, config, "holdout"), config).splitlines()[2:4] == [
+        "| Model one | 75.00 [65.00, 85.00] | 87.50 [82.50, 92.50] |",
+        "| small-peft | 75.00 [65.00, 85.00] | 37.50 [32.50, 42.50] |"]
+    assert "| Model one | 75.00 [65.00, 85.00]" not in markdown("table9", both, config)  # full rows only
+    lines = markdown("table10", table10(cases, config), config).splitlines()
+    assert lines[2] == "| small-peft vs m2 | −25.00 [−35.00, −15.00] | −9.00 [−32.00, +25.00] | −4.50 [−16.00, +12.50] |"
+    assert lines[3].startswith("| Model one vs m2 | −25.00 [−35.00, −15.00] |")
+
+
+def test_an_unjudged_composite_is_printed_as_its_bounds(cases):
+    frame = table2(cases, study(leaderboard=[{"model": "m2", "label": "M2"}]))
+    lines = markdown("table2", frame).splitlines()
+    assert lines[2] == "| 1 | M2 |  |  | 50.00–100.00 | 100.00 |"
+    assert lines[-1] == "Comp. as low–high: Tier 2 not judged, counted at zero and at its maximum."

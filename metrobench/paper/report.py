@@ -65,7 +65,7 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
             continue
         if name in tables_wanted:
             path = Path(layout.table_path(name, str(out)))
-            T.write_table(frames[name], path)
+            T.write_table(frames[name], path, name, config)
             written.append(path)
     for name in figures_wanted:
         source, draw = drawings[name]

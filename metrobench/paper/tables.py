@@ -6,8 +6,14 @@ tables`` writes every table the present results allow. Headline numbers are
 the mean of the six system means (spec §7.5); per-category numbers and the
 bootstrap point estimates of Table 9 are pooled case means (spec §10).
 
+The CSV holds every column the project computes; the Markdown beside it
+(:func:`write_table` with the table's name) is the table as the paper prints it
+(:mod:`metrobench.paper.markdown`).
+
 The study config is a :class:`~metrobench.study.StudyConfig`; read here:
-``leaderboard`` (rows of Table 2), ``students`` (sizes, base model, seeds),
+``leaderboard`` (rows of Table 2; ``reference`` rows, the rule baseline, are
+shown below the ranks and never ranked), ``students`` (sizes, base model, seeds,
+``published``: the paper's released student, Table 4's last column),
 ``sensitivity`` (Table 3 cells), ``stats`` (resamples, seed,
 ``bootstrap_models``, ``comparisons``, ``category_models``),
 ``termination.min_normal_endings``. Student names and the files of a training
@@ -24,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from metrobench import layout
+from metrobench.paper.markdown import PUBLISHED_COLUMN, grid, markdown
 from metrobench.stats.bootstrap import (
     bootstrap,
     bootstrap_stratified,
@@ -79,7 +86,12 @@ def normal_endings(cases: Cases, model: str) -> float:
 
 
 def table2(cases: Cases, config: StudyConfig) -> pd.DataFrame:
-    """Leaderboard (held-out): composite, Tier 1; unranked below the termination rule."""
+    """Leaderboard (held-out): composite, Tier 1.
+
+    Ranked rows first (composite, then Tier 1, descending), then the rows below the
+    termination rule (unranked), then the reference lines (``reference: true``, the
+    rule baseline: the paper's "Rule-based baseline: 77.1, 84.6" below the ranks).
+    """
     rows = config.leaderboard
     if not rows:
         raise Skip("table2: no leaderboard in the config")
@@ -98,11 +110,14 @@ def table2(cases: Cases, config: StudyConfig) -> pd.DataFrame:
                     "vendor": row.vendor, "composite": round(low, 2),
                     "composite_upper": round(high, 2) if not judged else round(low, 2),
                     "judged": judged, "tier1": round(t1, 2), "seeds": n_seeds,
-                    "normal_endings_pct": round(100 * endings, 1), "ranked": endings >= threshold})
+                    "normal_endings_pct": round(100 * endings, 1),
+                    "ranked": endings >= threshold and not row.reference, "reference": row.reference})
     if not out:
         raise Skip(f"table2: no scores for {', '.join(missing)}")
     frame = pd.DataFrame(out)
-    frame = frame.sort_values(["ranked", "composite", "tier1"], ascending=[False, False, False], kind="stable")
+    frame["_block"] = [2 if ref else 0 if ranked else 1 for ranked, ref in zip(frame["ranked"], frame["reference"])]
+    frame = frame.sort_values(["_block", "composite", "tier1"], ascending=[True, False, False], kind="stable")
+    frame = frame.drop(columns="_block")
     frame.insert(0, "rank", [i + 1 if r else None for i, r in enumerate(frame["ranked"])])
     frame["rank"] = frame["rank"].astype("Int64")
     return frame.reset_index(drop=True)
@@ -128,14 +143,29 @@ def _gguf_size(results: Path, size: str, seed: int) -> int | None:
     return json.loads(path.read_text()).get(layout.QUANTIZED_GGUF)
 
 
+def _published(cases: Cases, config: StudyConfig) -> dict[str, float | None] | None:
+    """Size -> held-out Tier 1 of the paper's released student (None: not scored); None: none configured."""
+    named = {size: spec.published for size, spec in config.students.items() if spec.published}
+    if not named:
+        return None
+    present = set(cases.models())
+    return {size: round(headline_pair(cases, named[size], "holdout")[0], 2)
+            if named.get(size) in present else None for size in config.students}
+
+
 def table4(cases: Cases, config: StudyConfig, results: Path) -> pd.DataFrame:
-    """PEFT sweep: held-out Tier 1 of base and each seed, mean, delta, seed spread, GGUF size."""
+    """PEFT sweep: held-out Tier 1 of base and each seed, mean, delta, seed spread, GGUF size.
+
+    Where the config names the paper's released student of a size (``students.<size>.published``),
+    a last column ``published_s42`` holds its held-out Tier 1 (blank while it has no scores).
+    """
     students = config.students
     if not students:
         raise Skip("table4: no students in the config")
     needed = [spec.base_model for spec in students.values()] + layout.student_models(config.seeds())
     _need(cases, needed, "table4")
     all_seeds = sorted({s for spec in students.values() for s in spec.seeds})
+    published = _published(cases, config)
     rows = []
     for size, spec in students.items():
         base = headline_pair(cases, spec.base_model, "holdout")[0]
@@ -151,6 +181,8 @@ def table4(cases: Cases, config: StudyConfig, results: Path) -> pd.DataFrame:
                     "seed_spread": round(seed_spread(list(per_seed.values())), 2),
                     "delta_full": round(float(np.mean(full)) - base_full, 2),
                     "q4_k_m_gguf_bytes": int(np.mean(sizes)) if sizes else None})
+        if published is not None:
+            row[PUBLISHED_COLUMN] = published[size]
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -277,15 +309,17 @@ def category_matrix(cases: Cases, config: StudyConfig, partition: str = "holdout
 
 
 def to_markdown(frame: pd.DataFrame) -> str:
-    """A GitHub-flavoured Markdown table (no extra dependency)."""
-    header = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = ["| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |"
-            for row in frame.itertuples(index=False)]
-    return "\n".join([header, rule, *body]) + "\n"
+    """A GitHub-flavoured Markdown table of the frame's columns (no extra dependency)."""
+    return grid(list(frame.columns), frame.itertuples(index=False))
 
 
-def write_table(frame: pd.DataFrame, path: Path) -> None:
+def write_table(frame: pd.DataFrame, path: Path, name: str | None = None,
+                config: StudyConfig | None = None) -> None:
+    """The frame as CSV at ``path`` (every column, machine-readable) and Markdown beside it.
+
+    ``name`` (``table2`` ...): the Markdown is the paper's table as published
+    (:mod:`metrobench.paper.markdown`); otherwise it is the CSV's columns.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False, lineterminator="\n")
-    path.with_suffix(".md").write_text(to_markdown(frame))
+    path.with_suffix(".md").write_text(markdown(name, frame, config) if name else to_markdown(frame))

@@ -12,6 +12,8 @@ from metrobench import layout
 from metrobench.errors import MetrobenchError
 from metrobench.hub.lock import lock_problems, read_lock
 from metrobench.study import read_sources, validate_study
+from metrobench.training.chat_template import chat_template
+from metrobench.training.recipe import load_recipe
 
 # The study config as one typed model (metrobench/study.py): every rule reads STUDY, with
 # the model's defaults; a bad key or value stops the plan with one line naming its file.
@@ -161,7 +163,17 @@ def revision_flag(wildcards):
 
 
 def gguf_flag(wildcards, input):
-    return f"--gguf {input.gguf}" if "gguf" in input.keys() else ""
+    """`--gguf G` for a student, with the thinking its recipe's chat template is served with.
+
+    The GGUF carries the recipe's template; `--thinking`/`--no-thinking` overrides the
+    config's student_serving so a paper-recipe student (Qwen3.5's template) thinks and a
+    corrected one (the project's template) does not.
+    """
+    if "gguf" not in input.keys():
+        return ""
+    recipe = load_recipe(STUDENTS[student_of(wildcards.model)[0]].recipe)
+    thinking = chat_template(recipe.template).thinking
+    return f"--gguf {input.gguf} --{'' if thinking else 'no-'}thinking"
 
 
 def scores_of(models, tier1=False):
@@ -199,10 +211,12 @@ def members(models):
 STATS = STUDY.stats
 LEADERBOARD = members([row.model for row in STUDY.leaderboard])
 BASES = [spec.base_model for spec in STUDENTS.values()]
+# The paper's released students (Table 4's published column), where the config names them.
+PUBLISHED = [spec.published for spec in STUDENTS.values() if spec.published]
 TABLE_INPUTS = {
     "table2": scores_of(LEADERBOARD),
     "table3": scores_of([cell.model for cell in STUDY.sensitivity]),
-    "table4": scores_of(BASES + STUDENT_MODELS, tier1=True)
+    "table4": scores_of(BASES + STUDENT_MODELS + PUBLISHED, tier1=True)
     + [layout.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
     "table7": [layout.teacher_composition()],
     "table8": [layout.adapter_dir(*student_of(m)) for m in STUDENT_MODELS]

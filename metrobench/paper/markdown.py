@@ -1,0 +1,190 @@
+"""The paper's tables as published: the Markdown of ``results/tableN.md``.
+
+Contract: :func:`markdown` turns the frame a builder of :mod:`metrobench.paper.tables`
+returns into the table as the paper prints it (``../shared/paper-tables.md``): its
+columns, headers, row order and number formats (two decimals, "−" for a negative
+delta, "±" for a seed spread, sizes as "2.6 GB", times in minutes, intervals as
+"mean [lo, hi]"). The CSV beside it keeps everything the project computes (long
+format, bytes, bounds, the statistics the paper does not print); the Markdown never
+holds a number the CSV does not. Notes the paper prints below a table (Table 4's
+full-matrix deltas) follow the table. A table the paper does not have (protocol,
+categories, errata) is its CSV as a Markdown table.
+
+Table 2: ranked rows numbered 1..n, rows below the termination rule marked "–"
+(unranked), reference rows (the rule baseline) marked "ref." below them; a student
+group's label gets the paper's "(n=<seeds>)"; an unjudged composite shows its bounds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+import pandas as pd
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from metrobench.study import StudyConfig
+
+MINUS = "\u2212"
+DASH = "–"  # an empty cell, as the paper prints one (Table 4's s44 above 2B)
+TABLE2_HEADER = ["Rank", "Model", "Licence", "Vendor", "Comp.", "Tier 1"]
+TABLE3_FIRST = "decoding, output budget"
+TABLE4_HEADER = ["Size", "Base T1", "mean", "Δ vs base", "seed spread", "Q4_K_M GGUF"]  # seeds after Base T1
+TABLE7_HEADER = ["Category", "Kept", "Train-partition cases", "Coverage"]
+TABLE8_HEADER = ["Size", "max_seq", "time/seed", "adapter", "Q4_K_M GGUF"]
+PUBLISHED_HEADER = "published s42"
+#: Table 4's column of the paper's released seed-42 students (CSV name).
+PUBLISHED_COLUMN = "published_s42"
+
+
+def grid(header: Sequence[object], rows: Iterable[Sequence[object]]) -> str:
+    """A GitHub-flavoured Markdown table; None and NaN cells are empty."""
+    def cell(v: object) -> str:
+        return "" if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+
+    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _missing(v: object) -> bool:
+    return v is None or bool(pd.isna(v))
+
+
+def num(v: object, digits: int = 2) -> str:
+    """A score with ``digits`` decimals, "–" when absent."""
+    return DASH if _missing(v) else f"{float(v):.{digits}f}".replace("-", MINUS)  # type: ignore[arg-type]
+
+
+def signed(v: object, digits: int = 2) -> str:
+    """A delta: "+1.65", "−0.91" (the paper's minus sign)."""
+    return DASH if _missing(v) else f"{float(v):+.{digits}f}".replace("-", MINUS)  # type: ignore[arg-type]
+
+
+def interval(est: object, lo: object, hi: object, sign: bool = False) -> str:
+    """ "92.59 [91.60, 93.51]"; with ``sign``, "−0.05 [−1.80, +1.70]"."""
+    f = signed if sign else num
+    return f"{f(est)} [{f(lo)}, {f(hi)}]"
+
+
+def size_bytes(v: object) -> str:
+    """Bytes as the paper prints sizes: "1.2 GB", "16 GB", "42 MB", "305 MB" (decimal units)."""
+    if _missing(v):
+        return DASH
+    n = float(v)  # type: ignore[arg-type]
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{n:.0f} B"
+
+
+def size_label(size: str) -> str:
+    """A student size as the paper names it: "2b" -> "2B", "27b-corrected" -> "27B-corrected"."""
+    return re.sub(r"^(\d+(?:\.\d+)?)b(?![a-z0-9])", r"\1B", size)
+
+
+def _labels(config: StudyConfig | None) -> dict[str, str]:
+    """Model name -> its leaderboard label (Tables 9 and 10 name models as Table 2 does)."""
+    if config is None:
+        return {}
+    return {row.model: row.label for row in config.leaderboard if row.label}
+
+
+def table2(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+    rows, notes = [], []
+    for r in frame.itertuples(index=False):
+        rank = "ref." if r.reference else str(r.rank) if not _missing(r.rank) else DASH
+        model = r.model if r.seeds <= 1 else f"{r.model} (n={r.seeds})"
+        comp = num(r.composite) if r.judged else f"{num(r.composite)}–{num(r.composite_upper)}"
+        rows.append([rank, model, r.licence, r.vendor, comp, num(r.tier1)])
+    if (~frame["ranked"] & ~frame["reference"]).any():
+        rule = f"{100 * config.termination.min_normal_endings:g} %" if config else "the termination rule's share"
+        notes.append(f"{DASH}: unranked, fewer than {rule} of its cases end with a valid submit.")
+    if frame["reference"].any():
+        notes.append("ref.: a reference line, not ranked.")
+    if not frame["judged"].all():
+        notes.append("Comp. as low–high: Tier 2 not judged, counted at zero and at its maximum.")
+    return _with_notes(grid(TABLE2_HEADER, rows), notes)
+
+
+def table3(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+    columns = [c for c in frame.columns if c != "setting"]
+    rows = [[r["setting"], *(num(r[c]) for c in columns)] for _, r in frame.iterrows()]
+    return grid([TABLE3_FIRST, *columns], rows)
+
+
+def table4(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+    seeds = [c for c in frame.columns if re.fullmatch(r"s\d+", str(c))]
+    published = PUBLISHED_COLUMN in frame.columns
+    header = [*TABLE4_HEADER[:2], *seeds, *TABLE4_HEADER[2:], *([PUBLISHED_HEADER] if published else [])]
+    rows = []
+    for _, r in frame.iterrows():
+        rows.append([size_label(r["size"]), num(r["base_tier1"]), *(num(r[s]) for s in seeds), num(r["mean"]),
+                     signed(r["delta"]), f"±{num(r['seed_spread'])}", size_bytes(r["q4_k_m_gguf_bytes"]),
+                     *([num(r[PUBLISHED_COLUMN])] if published else [])])
+    deltas = ", ".join(signed(v) for v in frame["delta_full"])
+    return _with_notes(grid(header, rows), [f"Full-matrix deltas: {deltas}."])
+
+
+def table7(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+    rows = [["All" if r["category"] == "all" else r["category"], r["kept"], r["train_cases"],
+             f"{float(r['coverage_pct']):.0f} %"] for _, r in frame.iterrows()]
+    return grid(TABLE7_HEADER, rows)
+
+
+def table8(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+    rows = [[size_label(r["size"]), r["max_seq"], f"{float(r['minutes_per_seed']):.0f} min",
+             size_bytes(r["adapter_bytes"]), size_bytes(r["q4_k_m_gguf_bytes"])] for _, r in frame.iterrows()]
+    return grid(TABLE8_HEADER, rows)
+
+
+def table9(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+    """The paper's Table 9: the full matrix, pooled case means (the held-out and headline rows stay in the CSV)."""
+    partition = "full" if (frame["partition"] == "full").any() else frame["partition"].iloc[0]
+    shown = frame[(frame["partition"] == partition) & (frame["statistic"] == "pooled")]
+    labels = _labels(config)
+    rows = [[labels.get(r["model"], r["model"]), interval(r["tier1"], r["tier1_lo"], r["tier1_hi"]),
+             interval(r["composite"], r["composite_lo"], r["composite_hi"])] for _, r in shown.iterrows()]
+    n = int(shown["n"].max()) if len(shown) else 0
+    header = ["Model", "T1 mean [95 % CI]", "Comp. mean [95 % CI]"]
+    where = {"full": "Full matrix", "holdout": "Held-out"}.get(partition, partition)
+    return _with_notes(grid(header, rows), [f"{where} (n={n} cases): pooled case means, 95 % percentile bootstrap."])
+
+
+def table10(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+    """Per comparison: ΔT1 held-out, ΔT1 full, Δcomposite full (the paper's columns)."""
+    labels = _labels(config)
+    columns = [("holdout", "tier1", "ΔT1 held-out"), ("full", "tier1", "ΔT1 full"), ("full", "composite", "ΔComp. full")]
+    cells = {(r["a"], r["b"], r["partition"], r["metric"]): r for _, r in frame.iterrows()}
+    pairs = list(dict.fromkeys(zip(frame["a"], frame["b"])))
+    header = ["Comparison"]
+    for partition, metric, title in columns:
+        ns = frame.loc[(frame["partition"] == partition) & (frame["metric"] == metric), "n"]
+        header.append(f"{title} (n={int(ns.max())})" if len(ns) else title)
+    rows = []
+    for a, b in pairs:
+        row = [f"{labels.get(a, a)} vs {labels.get(b, b)}"]
+        for partition, metric, _ in columns:
+            r = cells.get((a, b, partition, metric))
+            row.append(DASH if r is None else interval(r["delta"], r["lo"], r["hi"], sign=True))
+        rows.append(row)
+    return grid(header, rows)
+
+
+def _with_notes(table: str, notes: list[str]) -> str:
+    return table + "".join(f"\n{note}\n" for note in notes)
+
+
+FORMATTERS: dict[str, Callable[[pd.DataFrame, "StudyConfig | None"], str]] = {
+    "table2": table2, "table3": table3, "table4": table4, "table7": table7, "table8": table8,
+    "table9": table9, "table10": table10}
+
+
+def markdown(name: str, frame: pd.DataFrame, config: StudyConfig | None = None) -> str:
+    """Table ``name`` (``table2`` ...) as the paper prints it; any other table as its CSV's columns."""
+    formatter = FORMATTERS.get(name)
+    if formatter is None:
+        return grid(list(frame.columns), frame.itertuples(index=False))
+    return formatter(frame, config)
