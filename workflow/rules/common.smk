@@ -12,8 +12,6 @@ from metrobench import layout
 from metrobench.errors import MetrobenchError
 from metrobench.hub.lock import lock_problems, read_lock
 from metrobench.study import read_sources, validate_study
-from metrobench.training.chat_template import chat_template
-from metrobench.training.recipe import load_recipe
 
 # The study config as one typed model (metrobench/study.py): every rule reads STUDY, with
 # the model's defaults; a bad key or value stops the plan with one line naming its file.
@@ -163,17 +161,7 @@ def revision_flag(wildcards):
 
 
 def gguf_flag(wildcards, input):
-    """`--gguf G` for a student, with the thinking its recipe's chat template is served with.
-
-    The GGUF carries the recipe's template; `--thinking`/`--no-thinking` overrides the
-    config's student_serving so a paper-recipe student (Qwen3.5's template) thinks and a
-    corrected one (the project's template) does not.
-    """
-    if "gguf" not in input.keys():
-        return ""
-    recipe = load_recipe(STUDENTS[student_of(wildcards.model)[0]].recipe)
-    thinking = chat_template(recipe.template).thinking
-    return f"--gguf {input.gguf} --{'' if thinking else 'no-'}thinking"
+    return f"--gguf {input.gguf}" if "gguf" in input.keys() else ""
 
 
 def scores_of(models, tier1=False):
