@@ -11,7 +11,8 @@ check fails, i.e. when the configured study cannot run here. The checks:
   OS granting them the first such kernel kills the process (SIGILL);
 * the ``llama-server`` executable and its version;
 * torch, the CUDA device and its free memory, the bitsandbytes backend;
-* free disk under ``results/``;
+* free RAM and free disk against what the configured plan needs (:func:`plan_needs`:
+  the streaming merge's peak, and the students' bases, merged folders and GGUFs);
 * API keys of the configured hosted models and judge — the names only, never a value;
 * the benchmark root and its pinned SHA-256 digests;
 * the study config itself: one that does not validate is a failure, reported
@@ -46,6 +47,16 @@ PACKAGES = ("metrobench", "pydantic", "pyarrow", "pandas", "snakemake", "openai"
 RISKY_FEATURES = ("AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8", "AMX_TILE",
                   "AMX_BF16")
 MIN_FREE_GB = 20.0
+#: GB a student writes per billion parameters of its base (estimates from the parameter
+#: count, the billions read from the student's name: ``27b`` -> 27): the base in the Hugging
+#: Face cache and a merged folder (bf16, 2 bytes a weight), the f16 GGUF (2 bytes) and the
+#: Q4_K_M GGUF (~4.9 bits a weight). The cache is counted once per base, the rest per seed.
+GB_PER_BILLION = {"cache": 2.0, "merged": 2.0, "f16": 2.0, "q4": 0.6}
+#: The streaming merge's peak: one hub safetensors shard (~5 GB, an upper bound: it holds one
+#: tensor at a time, 1.7 GB measured at Qwen3.5-27B's widths, benchmarks/merge_memory.py) plus
+#: the fp32 LoRA adapter (r 16 on the seven projections: ~0.012 GB a billion, 0.3 GB at 27B).
+MERGE_SHARD_GB = 5.0
+ADAPTER_GB_PER_BILLION = 0.012
 
 
 @dataclass
@@ -68,6 +79,10 @@ class StudyNeeds:
     students: bool = False
     gpu_training: bool = False      # a student's base is a hub model (billions of parameters)
     data_path: str | None = None
+    student_billions: dict[str, float] = field(default_factory=dict)   # student -> parameters (1e9)
+    student_seeds: dict[str, int] = field(default_factory=dict)        # student -> seeds trained
+    student_bases: dict[str, str] = field(default_factory=dict)        # student -> recipe base
+    peft_temporary: bool = False    # merged folders and f16 GGUFs deleted once quantised
 
 
 def study_needs(study: StudyConfig) -> StudyNeeds:
@@ -89,8 +104,12 @@ def study_needs(study: StudyConfig) -> StudyNeeds:
         needs.key_envs.setdefault(study.scoring.judge_key_env or "ANTHROPIC_API_KEY", "the judge")
     students = study.students
     needs.students = bool(students)
-    for student in students.values():
+    needs.peft_temporary = study.peft_temporary
+    for name, student in students.items():
         base = load_recipe(student.recipe).base
+        needs.student_billions[name] = billions(name)
+        needs.student_seeds[name] = len(student.seeds)
+        needs.student_bases[name] = base
         needs.gpu_training |= "/" in base and not base.startswith(("pypi:", ".", "/")) \
             and not Path(base).exists()
     if students:
@@ -228,12 +247,61 @@ def check_torch(needs: StudyNeeds) -> list[Check]:
     return [Check("ok", "torch", f"{torch.__version__}"), gpu, bnb_check]
 
 
-def check_disk(results: Path) -> Check:
+def billions(student: str) -> float:
+    """Parameters of a student's base in billions, from its name (``27b``, ``27b-corrected``); 0 for test models."""
+    match = re.match(r"(\d+(?:\.\d+)?)b(?![a-z0-9])", student)
+    return float(match.group(1)) if match else 0.0
+
+
+def plan_needs(needs: StudyNeeds) -> tuple[float, float]:
+    """(GB of RAM, GB of disk) the configured students need: the merge's peak, and what they write.
+
+    Disk: each base in the Hugging Face cache once, then per seed its merged folder,
+    f16 GGUF and Q4_K_M GGUF (with ``peft_temporary`` only one merged folder and one
+    f16 GGUF at a time, the largest). At least :data:`MIN_FREE_GB` for results and logs.
+    """
+    size = needs.student_billions
+    ram = max((MERGE_SHARD_GB + ADAPTER_GB_PER_BILLION * b for b in size.values() if b), default=0.0)
+    bases = {needs.student_bases.get(s, s): b for s, b in size.items()}
+    disk = sum(bases.values()) * GB_PER_BILLION["cache"]
+    disk += sum(b * needs.student_seeds.get(s, 1) for s, b in size.items()) * GB_PER_BILLION["q4"]
+    steps = GB_PER_BILLION["merged"] + GB_PER_BILLION["f16"]
+    disk += max(size.values(), default=0.0) * steps if needs.peft_temporary else \
+        sum(b * needs.student_seeds.get(s, 1) for s, b in size.items()) * steps
+    return ram, disk + MIN_FREE_GB
+
+
+def free_ram_gb() -> float:
+    """MemAvailable of /proc/meminfo in GB (what can be allocated without swapping)."""
+    text = Path("/proc/meminfo").read_text()
+    return int(re.search(r"MemAvailable:\s+(\d+) kB", text).group(1)) * 1024 / 1e9
+
+
+def free_disk_gb(results: Path) -> float:
     probe = results
     while not probe.exists():
         probe = probe.parent
-    free = shutil.disk_usage(probe).free / 2**30
-    return Check("ok" if free >= MIN_FREE_GB else "warn", "disk", f"{free:.0f} GiB free under {results}")
+    return shutil.disk_usage(probe).free / 1e9
+
+
+def check_memory(needs: StudyNeeds, free_ram=free_ram_gb) -> Check:
+    need, _ = plan_needs(needs)
+    free = free_ram()
+    detail = f"{free:.1f} GB available; the students' merge needs {need:.1f} GB" if need else \
+        f"{free:.1f} GB available (no hub-sized student to merge)"
+    return Check("ok" if free >= need else "warn", "memory",
+                 detail + ("" if free >= need else f": {need - free:.1f} GB short"))
+
+
+def check_disk(results: Path, needs: StudyNeeds | None = None, free_disk=free_disk_gb) -> Check:
+    needs = needs or StudyNeeds()
+    _, need = plan_needs(needs)
+    free = free_disk(results)
+    detail = f"{free:.0f} GB free under {results}; the plan writes up to {need:.0f} GB"
+    if free < need:
+        detail += f": {need - free:.0f} GB short" + ("" if needs.peft_temporary else " (peft_temporary: true "
+                                                     "deletes merged folders and f16 GGUFs once quantised)")
+    return Check("ok" if free >= need else "warn", "disk", detail)
 
 
 def check_keys(needs: StudyNeeds) -> list[Check]:
@@ -312,7 +380,7 @@ def run_checks(paths: list[str], *, data: str | None, results: Path) -> list[Che
     needs = study_needs(study) if study is not None else StudyNeeds()
     base = Path.cwd()
     return [loaded, *check_python(), *check_llama_cpp(needs), check_llama_server(needs), *check_torch(needs),
-            check_disk(results), *check_keys(needs), *check_lock(study), *check_models(needs, base, study),
+            check_memory(needs), check_disk(results, needs), *check_keys(needs), *check_lock(study), *check_models(needs, base, study),
             check_data(data, needs, base)]
 
 

@@ -123,7 +123,7 @@ def test_doctor_passes_on_this_machine_with_the_demo_config(monkeypatch, root, c
     lines = capsys.readouterr().out.splitlines()
     names = [line[6:24].strip() for line in lines[:-1]]
     assert names == ["config", "python", "packages", "llama.cpp build", "llama-server", "torch", "cuda",
-                     "bitsandbytes", "disk", "api keys", "data"]
+                     "bitsandbytes", "memory", "disk", "api keys", "data"]
     assert lines[-1] == "ready: the configured study can run here"
 
 
@@ -180,3 +180,38 @@ def test_an_unlocked_or_stale_models_lock_is_one_line_naming_the_command(tmp_pat
     needs = doctor.study_needs(load_study([str(tmp_path / "study.yaml")]))
     needs.ggufs = {"m": "models/a.gguf"}
     assert [c.status for c in doctor.check_models(needs, tmp_path, study)] == ["ok"]
+
+
+def test_disk_and_memory_are_checked_against_the_paper_plan(monkeypatch, tmp_path):
+    """The paper's students (2/4/9/27B, 3+2+2+2 seeds): bases, merged folders and GGUFs against free disk."""
+    monkeypatch.chdir(REPO)
+    needs = doctor.study_needs(load_study(["config/config.yaml"]))
+    assert needs.student_billions == {"2b": 2.0, "4b": 4.0, "9b": 9.0, "27b": 27.0}
+    ram, disk = doctor.plan_needs(needs)
+    # the merge streams one shard at a time: the largest student needs a shard and its adapter
+    assert ram == pytest.approx(5.0 + 0.012 * 27)
+    # each base cached once (2 GB a billion), and per seed a Q4_K_M (0.6), a merged folder and an f16 (2 + 2)
+    seeds_b = 2 * 3 + 4 * 2 + 9 * 2 + 27 * 2
+    assert disk == pytest.approx(2.0 * 42 + 0.6 * seeds_b + 4.0 * seeds_b + doctor.MIN_FREE_GB)
+    low = doctor.check_disk(tmp_path, needs, free_disk=lambda path: 120.0)
+    assert low.status == "warn" and low.name == "disk"
+    assert low.detail == (f"120 GB free under {tmp_path}; the plan writes up to {disk:.0f} GB: "
+                          f"{disk - 120:.0f} GB short (peft_temporary: true deletes merged folders and "
+                          "f16 GGUFs once quantised)")
+    needs.peft_temporary = True
+    _, temporary = doctor.plan_needs(needs)
+    assert temporary == pytest.approx(2.0 * 42 + 0.6 * seeds_b + 4.0 * 27 + doctor.MIN_FREE_GB)
+    assert doctor.check_disk(tmp_path, needs, free_disk=lambda path: 1000.0).status == "ok"
+    short = doctor.check_memory(needs, free_ram=lambda: 4.0)
+    assert short.status == "warn" and short.detail == "4.0 GB available; the students' merge needs 5.3 GB: 1.3 GB short"
+    assert doctor.check_memory(needs, free_ram=lambda: 64.0).status == "ok"
+
+
+def test_a_demo_sized_plan_needs_only_the_floor(monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    needs = doctor.study_needs(load_study(["config/demo.yaml"]))
+    assert doctor.plan_needs(needs) == (0.0, doctor.MIN_FREE_GB)
+    assert doctor.check_disk(tmp_path, needs, free_disk=lambda path: 25.0).status == "ok"
+    assert doctor.check_disk(tmp_path, needs, free_disk=lambda path: 5.0).detail.endswith("15 GB short (peft_temporary: "
+                                                                                          "true deletes merged folders "
+                                                                                          "and f16 GGUFs once quantised)")

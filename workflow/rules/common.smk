@@ -12,6 +12,8 @@ from metrobench import layout
 from metrobench.errors import MetrobenchError
 from metrobench.hub.lock import lock_problems, read_lock
 from metrobench.study import read_sources, validate_study
+from metrobench.training.chat_template import chat_template
+from metrobench.training.recipe import load_recipe
 
 # The study config as one typed model (metrobench/study.py): every rule reads STUDY, with
 # the model's defaults; a bad key or value stops the plan with one line naming its file.
@@ -161,7 +163,17 @@ def revision_flag(wildcards):
 
 
 def gguf_flag(wildcards, input):
-    return f"--gguf {input.gguf}" if "gguf" in input.keys() else ""
+    """`--gguf G` for a student, with the thinking its recipe's chat template is served with.
+
+    The GGUF carries the recipe's template; `--thinking`/`--no-thinking` overrides the
+    config's student_serving so a paper-recipe student (Qwen3.5's template) thinks and a
+    corrected one (the project's template) does not.
+    """
+    if "gguf" not in input.keys():
+        return ""
+    recipe = load_recipe(STUDENTS[student_of(wildcards.model)[0]].recipe)
+    thinking = chat_template(recipe.template).thinking
+    return f"--gguf {input.gguf} --{'' if thinking else 'no-'}thinking"
 
 
 def scores_of(models, tier1=False):
@@ -237,13 +249,16 @@ def gpu_jobs(wildcards):
 
 
 def merge_mem_mb(wildcards):
-    """RAM a merge needs: the bfloat16 base (2 bytes a parameter) + 25 %, plus 8 GB (27B: ~77 GB).
+    """RAM the streaming merge needs: one hub shard (5 GB), the fp32 adapter, the interpreter.
 
-    The size is read from the student's name (`27b`, `27b-corrected`).
+    It holds one tensor and its delta at a time (1.7 GB measured at Qwen3.5-27B's widths,
+    benchmarks/merge_memory.py); 5 GB of shard, 1 GB of Python, torch and transformers, and
+    0.012 GB a billion parameters of LoRA adapter (27B: ~6.3 GB). The size is read from the
+    student's name (`27b`, `27b-corrected`).
     """
     match = re.match(r"(\d+(?:\.\d+)?)b(?![a-z0-9])", wildcards.size)
     billions = float(match.group(1)) if match else 1.0
-    return int(billions * 2 * 1.25 * 1024 + 8192)
+    return int((5 + 1 + 0.012 * billions) * 1024)
 
 
 # The training env: with Qwen3.5's CUDA kernels when config cuda_training is true.
