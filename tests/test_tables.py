@@ -537,3 +537,20 @@ def test_an_unjudged_composite_is_printed_as_its_bounds(cases):
     lines = markdown("table2", frame).splitlines()
     assert lines[2] == "| 1 | M2 |  |  | 50.00–100.00 | 100.00 |"
     assert lines[-1] == "Comp. as low–high: Tier 2 not judged, counted at zero and at its maximum."
+
+
+@pytest.mark.slow
+def test_the_workflow_scores_the_published_student_for_table4(tmp_path):
+    """students.<size>.published adds that model's judge-free scores to Table 4's inputs (a dry run)."""
+    from test_workflow import job_counts, snakemake, workflow_copy
+
+    cwd = workflow_copy(tmp_path)
+    (cwd / "published.yaml").write_text("students: {smollm2: {published: rule-agent}}\n")
+    plans = [snakemake(cwd, "-n", "--forceall", "results/table4.csv", "--configfile", "config/demo.yaml", *extra)
+             for extra in ((), ("published.yaml",))]
+    assert all(plan.returncode == 0 for plan in plans), plans[1].stderr[-2000:]
+    plain, published = (job_counts(plan.stdout) for plan in plans)
+    assert published["score_tier1"] == plain["score_tier1"] + 6    # the rule agent, judge-free, six systems
+    assert published.get("rule_agent", 0) == plain.get("rule_agent", 0) + 6
+    assert "scores-tier1/model=rule-agent/system=marta" in plans[1].stdout
+    assert "scores-tier1/model=rule-agent" not in plans[0].stdout
