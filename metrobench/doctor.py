@@ -380,7 +380,8 @@ def run_checks(paths: list[str], *, data: str | None, results: Path) -> list[Che
     needs = study_needs(study) if study is not None else StudyNeeds()
     base = Path.cwd()
     return [loaded, *check_python(), *check_llama_cpp(needs), check_llama_server(needs), *check_torch(needs),
-            check_memory(needs), check_disk(results, needs), *check_keys(needs), *check_lock(study), *check_models(needs, base, study),
+            check_memory(needs), check_disk(results, needs), *check_keys(needs), *check_lock(study),
+            *check_models(needs, base, study),
             check_data(data, needs, base)]
 
 
