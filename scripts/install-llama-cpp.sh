@@ -17,6 +17,14 @@
 #
 # The build folder is keyed by the version and the CMake arguments, so a build made with
 # other arguments is never reused (pip's wheel cache, keyed by the sdist alone, would).
+#
+# A named build, for the rows that ask for one (`serving.build: b8642` in a model row: the
+# paper served its rows on b8642 and b10398): give a llama.cpp checkout at that tag and the
+# name, and only its llama-server is built, into VENV's llama_cpp/lib/builds/NAME/ beside the
+# default one (the bindings and the converter stay the vendored tree's):
+#   LLAMA_CPP_SOURCE=~/src/llama.cpp LLAMA_CPP_BUILD=b8642 scripts/install-llama-cpp.sh .venv
+# Its build folder is keyed by the source tree and the arguments; the vendored tree itself
+# (LLAMA_CPP_SOURCE=vendored) reuses the default build folder, compiling nothing twice.
 set -euo pipefail
 
 VENV=${1:?usage: $0 VENV}
@@ -45,7 +53,39 @@ BUILD="$WORK/build-$KEY"
 
 site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 libdir="$site/llama_cpp/lib"
-if [[ -f "$libdir/metrobench-build.json" ]] && grep -q "\"key\": \"$KEY\"" "$libdir/metrobench-build.json" \
+install_named_build() {
+  local name=$1 tree=$2 build commit dest
+  [[ "$name" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || { echo "install-llama-cpp: LLAMA_CPP_BUILD=$name is not a build name (e.g. b8642)" >&2; exit 2; }
+  if [[ "$tree" == vendored ]]; then
+    tree="$SRC/vendor/llama.cpp" build=$BUILD
+    [[ -f "$BUILD/.built" ]] || { echo "install-llama-cpp: build the default first (make install)" >&2; exit 2; }
+  else
+    tree=$(cd "$tree" && pwd)
+    build="$WORK/build-$name-$(printf '%s\n' "$tree" "${ARGS[@]}" | sha256sum | cut -c1-12)"
+  fi
+  [[ -f "$tree/CMakeLists.txt" && -d "$tree/tools/server" ]] || { echo "install-llama-cpp: $tree is not a llama.cpp source tree" >&2; exit 2; }
+  if [[ ! -f "$build/.built" ]]; then
+    echo "== building llama-server $name from $tree in $build with $JOBS jobs"
+    "$CMAKE" -S "$tree" -B "$build" "${ARGS[@]}"
+    "$CMAKE" --build "$build" --config Release -j "$JOBS" --target llama-server
+    touch "$build/.built"
+  fi
+  dest="$libdir/builds/$name"
+  rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+  cp -a "$build"/bin/*.so* "$build/bin/llama-server" "$dest.partial/"
+  commit=""   # the checkout's own commit (never that of a repository the tree merely sits in)
+  [[ "$(git -C "$tree" rev-parse --show-toplevel 2>/dev/null)" == "$tree" ]] && commit=$(git -C "$tree" rev-parse HEAD)
+  "$PY" - "$dest.partial/metrobench-build.json" "$name" "$tree" "$commit" "${ARGS[@]}" <<'PYEOF'
+import json, sys
+path, tag, source, commit, *args = sys.argv[1:]
+with open(path, "w") as fh:
+    json.dump({"tag": tag, "source": source, "commit": commit or None, "cmake_args": args}, fh, indent=1)
+PYEOF
+  rm -rf "$dest" && mv "$dest.partial" "$dest"
+  echo "== llama-server $name installed in $dest: $("$dest/llama-server" --version 2>&1 | grep -m1 -i version || true)"
+}
+
+if [[ -z "${LLAMA_CPP_BUILD:-}" && -f "$libdir/metrobench-build.json" ]] && grep -q "\"key\": \"$KEY\"" "$libdir/metrobench-build.json" \
    && "$PY" -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$VERSION')" 2>/dev/null; then
   echo "llama.cpp $VERSION ($KEY) is already installed in $VENV"
   exit 0
@@ -57,6 +97,11 @@ if ! cmake --version 2>/dev/null | "$PY" -c 'import re, sys; v = re.search(r"(\d
   echo "== no CMake >= 3.21 on PATH: installing PyPI's cmake into $VENV"
   "$PY" -m pip install "cmake>=3.21"
   CMAKE="$VENV/bin/cmake"
+fi
+
+if [[ -n "${LLAMA_CPP_BUILD:-}" ]]; then
+  install_named_build "$LLAMA_CPP_BUILD" "${LLAMA_CPP_SOURCE:?LLAMA_CPP_BUILD needs LLAMA_CPP_SOURCE: a llama.cpp checkout at that build, or vendored}"
+  exit 0
 fi
 
 mkdir -p "$WORK"

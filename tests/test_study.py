@@ -80,7 +80,10 @@ def test_bad_values_name_the_file_that_set_them(tmp_path):
         ({"models": {"smollm2-135m": {"provider": "llama_cpp", "max_tokenz": 5}}},
          "field models.smollm2-135m.max_tokenz: Extra inputs are not permitted"),
         ({"student_serving": {"temperature": "hot"}}, "field student_serving.temperature: Input should be"),
-        ({"downloads": {"bases": {"acme/x": {}}}}, "downloads.bases[acme/x]: field revision missing"),
+        ({"downloads": {"gguf": {"models/x.gguf": {"repo": "acme/x"}}}},
+         "field downloads.gguf.models/x.gguf.file: Field required"),
+        ({"downloads": {"bases": {"acme/x": {"revision": ""}}}},
+         "field downloads.bases.acme/x.revision: String should have at least 1 character"),
     ]
     for index, (override, message) in enumerate(cases):
         path = _write(tmp_path / f"o{index}.yaml", override)

@@ -58,10 +58,10 @@ def test_paper_plan_for_table4(tmp_path):
     counts = job_counts(plan.stdout)
     assert counts == {
         "fetch_data": 1, "verify_data": 1, "partition": 1,           # data.path empty: the pinned clone
-        "fetch_gguf": 5, "fetch_base": 4,                            # 4 bases + 35B teacher; 4 student bases
+        "fetch_gguf": 9, "fetch_base": 4,                 # 4 bases, 35B teacher, 4 published students; 4 bases
         "teacher_model": 12, "teacher_score": 12, "trainset": 1,     # 2 teachers x 6 systems, train only
         "train": 9, "merge": 9, "gguf": 9, "quantize": 9,            # 4 sizes x seeds 42/43, + 2B seed 44
-        "bench_model": 78, "score_tier1": 78,                        # (4 bases + 9 students) x 6 systems
+        "bench_model": 102, "score_tier1": 102,           # (4 bases + 9 students + 4 published) x 6 systems
         "table": 1,
     }
     assert "../shared" not in plan.stdout
@@ -99,7 +99,8 @@ def test_config_overrides_reach_the_tables(tmp_path):
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 TABLE4_GGUFS = ["models/Qwen3.5-2B-Q8_0.gguf", "models/Qwen3.5-4B-Q6_K.gguf", "models/Qwen3.5-9B-Q5_K_M.gguf",
-                "models/Qwen3.5-27B-Q4_K_M.gguf", "models/Qwen3.5-35B-A3B-Q4_K_M.gguf"]  # 4 bases + a teacher
+                "models/Qwen3.5-27B-Q4_K_M.gguf", "models/Qwen3.5-35B-A3B-Q4_K_M.gguf"] + [  # 4 bases, a teacher
+    f"models/Qwen3.5-{s}-metro-v24-Q4_K_M.gguf" for s in ("2B", "4B", "9B", "27B")]      # the published students
 TABLE4_BASES = [f"Qwen/Qwen3.5-{s}" for s in ("2B", "4B", "9B", "27B")]
 
 
@@ -128,8 +129,8 @@ def test_table4_plan_fetches_every_model_by_name_and_needs_no_judge(tmp_path):
                               capture_output=True, text=True, timeout=600)
         assert plan.returncode == 0, plan.stderr[-2000:]
         counts = job_counts(plan.stdout)
-        assert counts["fetch_gguf"] == 5 and counts["fetch_base"] == 4
-        assert "score" not in counts and counts["score_tier1"] == 78
+        assert counts["fetch_gguf"] == 9 and counts["fetch_base"] == 4
+        assert "score" not in counts and counts["score_tier1"] == 102
         commands = [ln for ln in plan.stdout.splitlines() if "metrobench " in ln]
         assert not any("anthropic" in c or "ANTHROPIC" in c for c in commands)
         assert all("--judge none" in c for c in commands if "metrobench score" in c)
@@ -217,7 +218,7 @@ def test_gpu_only_for_local_models_and_merge_memory(tmp_path):
     assert "gpu=0" in _bench_resources(cwd, "mistral-small-2603")   # a hosted API: never serialised
     assert "gpu=1" in _bench_resources(cwd, "qwen3.5-2b")
     merge = snakemake(cwd, "-n", "results/peft/27b/seed42/merged").stdout.split("rule merge", 1)[1]
-    assert "mem_mb=77312" in merge.split("\n\n", 1)[0]
+    assert "mem_mb=6475" in merge.split("\n\n", 1)[0]   # the streaming merge (benchmarks/merge_memory.py)
     # peft_temporary is accepted by the schema (a dry run does not show temp() marks)
     assert snakemake(cwd, "-n", "results/peft/2b/seed42/model-Q4_K_M.gguf",
                      "--config", "peft_temporary=True").returncode == 0

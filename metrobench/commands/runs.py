@@ -55,14 +55,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = _model_config(args)
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
+    from metrobench.agents.serving_record import hosted_record
+
     return _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), restart=args.restart,
-                             selection=selection))
+                             selection=selection, serving=hosted_record(cfg)))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from metrobench.agents.runner.run import run_model
     from metrobench.scoring.names import check_name
-    from metrobench.agents.serving import serve_model
+    from metrobench.agents.serving import serve_model, serving_record
     from metrobench.transcripts.records import transcript_lock
 
     bench = _bench(args)
@@ -72,5 +74,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
     log = Path(args.server_log) if args.server_log else None
     with transcript_lock(Path(args.out)), serve_model(cfg, log_path=log) as url:  # lock before serving
         summary = run_model(cfg, bench.system(args.system), cases, Path(args.out), base_url=url,
-                            restart=args.restart, selection=selection)
+                            restart=args.restart, selection=selection, serving=serving_record(cfg, url))
     return _report(summary)  # after the server has stopped

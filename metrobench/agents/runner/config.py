@@ -45,6 +45,9 @@ class Serving(BaseModel):
     # natively), or llama-cpp-python's llama_cpp.server.
     server: Literal["llama-server", "llama_cpp.server"] = "llama-server"
     binary: str | None = None          # the llama-server executable; None = the installed one, else PATH
+    # a named llama.cpp build (the paper served rows on b8642 and b10398), installed beside the
+    # default by scripts/install-llama-cpp.sh (LLAMA_CPP_SOURCE, LLAMA_CPP_BUILD); None = the default
+    build: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     # llama-server: serve with this Jinja template instead of the GGUF's; "metrobench:tools" is
     # the project's tool template, the one its students are trained on and carry in their GGUF.
     chat_template_file: str | None = None

