@@ -230,3 +230,29 @@ def test_a_tiny_qwen3_5_student_is_served_the_text_it_was_trained_on(tmp_path, m
     assert served.encode() == prompt.encode() and served.startswith(trained)
     suffix = "<|im_start|>assistant\n<think>\n" if name == QWEN3_5 else "<|im_start|>assistant\n"
     assert served[len(trained):] == suffix
+
+
+@pytest.mark.slow
+def test_the_workflow_serves_each_student_with_its_recipes_thinking(tmp_path):
+    """Paper-recipe students (Qwen3.5's template) are benched with --thinking, the demo's SmolLM2 ones without."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    for name in ("Snakefile", "workflow", "config", "peft", "profiles"):
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif source.exists():
+            shutil.copy(source, tmp_path / name)
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    pattern = re.compile(r"metrobench bench .*?--model (\S+) --gguf \S+ (--(?:no-)?thinking) ")
+    for config, expected in ((None, "--thinking"), ("config/demo.yaml", "--no-thinking")):
+        args = ["-n", "-p", *(["--configfile", config] if config else [])]
+        plan = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert plan.returncode == 0, plan.stderr[-2000:]
+        flags = dict(pattern.findall(plan.stdout))
+        assert flags and set(flags.values()) == {expected}, (config, flags)
+        assert all("-peft-s" in model for model in flags)
