@@ -96,6 +96,11 @@ train_metrics = _in_seed_dir(f"{ADAPTER}/{TRAIN_METRICS}",
                              "What training wrote beside the adapter: wall time, adapter bytes, the recipe (Table 8).")
 
 
+def runs_root(root: str = RESULTS) -> str:
+    """The folder of every model's transcripts: ``<runs>/<model>/<system>.jsonl``."""
+    return f"{root}/runs"
+
+
 def run_path(model: str, system: str, root: str = RESULTS) -> str:
     """One benchmark run: the transcript of a model on a system's cases."""
     return f"{root}/runs/{model}/{system}.jsonl"

@@ -141,6 +141,7 @@ class LeaderboardRow(Section):
     vendor: str = ""
     reference: bool = Field(False, description="a reference line below the ranked rows (the rule baseline), "
                                                "never ranked")
+    family: str = Field("", description="the serving family the row belongs to (Table 5's rows)")
 
 
 class SensitivityCell(Section):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from metrobench import layout
-from metrobench.paper import figures
+from metrobench.paper import figures, serving_tables
 from metrobench.paper import tables as T
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
@@ -28,7 +28,13 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
     from metrobench.scoring.store import read_scores
     from metrobench.stats.cases import load_case_scores
 
-    cases = load_case_scores(read_scores(scores))
+    loaded: list = []
+
+    def cases():   # read once, and only by the tables that need scores (not Tables 5 and 6)
+        if not loaded:
+            loaded.append(load_case_scores(read_scores(scores)))
+        return loaded[0]
+
     results = out
     written: list[Path] = []
     skipped: list[str] = []
@@ -36,15 +42,17 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
 
     baseline = config.stats.baseline
     builders = {
-        "table2": lambda: T.table2(cases, config),
-        "table3": lambda: T.table3(cases, config),
-        "table4": lambda: T.table4(cases, config, results),
+        "table2": lambda: T.table2(cases(), config),
+        "table3": lambda: T.table3(cases(), config),
+        "table4": lambda: T.table4(cases(), config, results),
         "table7": lambda: T.table7(results),
         "table8": lambda: T.table8(config, results),
-        "table9": lambda: pd.concat([T.table9(cases, config, "full"), T.table9(cases, config, "holdout")]),
-        "table10": lambda: T.table10(cases, config),
+        "table9": lambda: pd.concat([T.table9(cases(), config, "full"), T.table9(cases(), config, "holdout")]),
+        "table10": lambda: T.table10(cases(), config),
         "protocol": lambda: T.protocol(config, results),
-        "categories": lambda: T.category_matrix(cases, config, "holdout"),
+        "table5": lambda: serving_tables.table5(config, results),
+        "table6": lambda: serving_tables.table6(config, results),
+        "categories": lambda: T.category_matrix(cases(), config, "holdout"),
     }
     drawings = {
         "figure2": ("table2", lambda p: figures.figure2(frames["table2"], p)),

@@ -208,6 +208,17 @@ def members(models):
     return layout.members(STUDENT_SEEDS, models)
 
 
+def served_runs():
+    """The transcripts Tables 5 and 6 read: one model per leaderboard row, and Table 3's models."""
+    rows = [r.model for r in STUDY.leaderboard if not r.reference]
+    models = [members([m])[0] for m in rows] + [c.model for c in STUDY.sensitivity]
+    return expand(
+        layout.run_path("{model}", "{system}"),
+        model=list(dict.fromkeys(models)),
+        system=SYSTEMS,
+    )
+
+
 STATS = STUDY.stats
 LEADERBOARD = members([row.model for row in STUDY.leaderboard])
 BASES = [spec.base_model for spec in STUDENTS.values()]
@@ -230,6 +241,9 @@ TABLE_INPUTS = {
     ),
     "table10": scores_of(members([m for pair in STATS.comparisons for m in pair])),
     "categories": scores_of(members(STATS.category_models)),
+    # Tables 5 and 6 are read from the runs' recorded settings and serving, not the config.
+    "table5": served_runs(),
+    "table6": served_runs(),
 }
 # Tables that read Tier 1 only: scored with --judge none, so they never need a judge's key.
 TIER1_TABLES = {"table4"}

@@ -133,11 +133,16 @@ class ModelConfig(BaseModel):
     def parallel(self) -> int:
         return self.concurrency or DEFAULT_CONCURRENCY[self.provider]
 
+    def settings(self) -> dict[str, Any]:
+        """The decoding and loop settings that shape the model's answers, as recorded in every
+        transcript record (``meta.settings``: Tables 5 and 6 are read from them, not from the config)."""
+        return self.model_dump(include={
+            "provider", "model", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens",
+            "thinking", "reasoning_effort", "tool_choice", "chat_template_kwargs", "extra_body", "max_rounds"})
+
     def fingerprint(self) -> str:
         """SHA-256 (16 hex) of the settings that shape the model's answers, and the prompt version."""
-        shaping = self.model_dump(include={
-            "name", "provider", "model", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens",
-            "thinking", "reasoning_effort", "tool_choice", "chat_template_kwargs", "extra_body", "max_rounds"})
+        shaping = {"name": self.name, **self.settings()}
         shaping["prompt_version"] = PROMPT_VERSION
         # Only a non-default parser is hashed, so every transcript made before the setting
         # existed keeps its fingerprint and resumes. For a model that calls tools the

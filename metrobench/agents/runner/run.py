@@ -202,7 +202,7 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
                                         tool_parser=cfg.tool_parser)
             except RunStopped:
                 return
-        record.meta.update(config=fingerprint, case_sha=case_hash(case))
+        record.meta.update(config=fingerprint, case_sha=case_hash(case), settings=cfg.settings())
         if selection is not None:
             record.meta["selection"] = selection
         if serving is not None:

@@ -1,0 +1,126 @@
+"""Tables 5 and 6: how each row was served, read from what its runs recorded, not from the config.
+
+Every transcript record carries the decoding settings it was run with
+(``meta.settings``: :meth:`~metrobench.agents.runner.config.ModelConfig.settings`)
+and its serving record (``meta.serving``: :mod:`metrobench.agents.serving_record`).
+Table 6 is one row per model — temperature, sampling, thinking, reasoning
+effort, output budget, rounds, server build — over the leaderboard's and the
+sensitivity table's models; Table 5 groups those rows by the leaderboard's
+``family`` and shows, per setting, the values its members ran with (one value
+when they agree, all of them when they differ, as the paper lists GPT-5.4's
+three efforts). A model whose records disagree on a setting cannot be one row:
+that is reported, not averaged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from metrobench import layout
+from metrobench.agents.serving_record import build_label
+from metrobench.errors import MetrobenchError
+from metrobench.paper.protocol import model_records
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from metrobench.study import StudyConfig
+
+COLUMNS = ("model", "family", "provider", "temperature", "sampling", "thinking", "reasoning_effort",
+           "output_tokens", "rounds", "template_kwargs", "server_build")
+
+
+def _sampling(settings: dict[str, Any]) -> str:
+    """Greedy, or the sampling parameters as the paper writes them."""
+    if not settings.get("temperature"):
+        return "greedy"
+    parts = [f"temperature {settings['temperature']:g}"]
+    for key, words in (("top_p", "top-p"), ("top_k", "top-k"), ("min_p", "min-p"), ("seed", "seed")):
+        if settings.get(key) is not None:
+            parts.append(f"{words} {settings[key]:g}")
+    return ", ".join(parts)
+
+
+def _thinking(value: bool | None) -> str:
+    return "" if value is None else ("on" if value else "off")
+
+
+def recorded_row(model: str, family: str, records: list) -> dict[str, Any]:
+    """One model's serving as its records hold it; an error when they disagree or hold none."""
+    settings = [r.meta.get("settings") for r in records]
+    builds = {build_label((r.meta.get("serving") or {}).get("build")) for r in records
+              if (r.meta.get("serving") or {}).get("build")}
+    if any(s is None for s in settings):
+        raise MetrobenchError(f"model {model}: runs made before settings were recorded (rerun them to report "
+                              f"Tables 5 and 6)")
+    if any(s != settings[0] for s in settings) or len(builds) > 1:
+        raise MetrobenchError(f"model {model}: its runs were made with different settings or builds")
+    first = settings[0]
+    return {"model": model, "family": family, "provider": first["provider"],
+            "temperature": first.get("temperature"), "sampling": _sampling(first),
+            "thinking": _thinking(first.get("thinking")), "reasoning_effort": first.get("reasoning_effort") or "",
+            "output_tokens": first["max_tokens"], "rounds": first["max_rounds"],
+            "template_kwargs": ", ".join(f"{k}: {v}" for k, v in sorted(
+                (first.get("chat_template_kwargs") or {}).items())),
+            "server_build": builds.pop() if builds else ""}
+
+
+def _rows(config: StudyConfig) -> list[tuple[str, str, str]]:
+    """(label, family, model whose runs stand for the row) for Table 6, in the paper's order."""
+    rows, seen = [], set()
+    for row in config.leaderboard:
+        if row.reference:
+            continue
+        members = layout.members(config.seeds(), [row.model])
+        label = row.label or row.model
+        rows.append((label, row.family, members[0]))
+        seen.add(members[0])
+    rows += [(c.model, "", c.model) for c in config.sensitivity if c.model not in seen]
+    return rows
+
+
+def table6(config: StudyConfig, results: Path) -> pd.DataFrame:
+    """Per-model serving, from each row's recorded runs."""
+    from metrobench.paper.tables import Skip
+
+    runs = Path(layout.runs_root(str(results)))
+    out, missing = [], []
+    for label, family, model in _rows(config):
+        try:
+            records = model_records(runs, model)
+        except MetrobenchError:
+            missing.append(model)
+            continue
+        out.append({**recorded_row(model, family, records), "model": label})
+    if not out:
+        raise Skip(f"table6: no runs for {', '.join(missing) or 'any model'}")
+    return pd.DataFrame(out, columns=list(COLUMNS))
+
+
+#: Reasoning efforts in the order the paper lists them (medium/high/xhigh).
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+def _values(series: pd.Series) -> str:
+    """The distinct values of a family's rows, joined (one when they agree); efforts in their order."""
+    values = list(dict.fromkeys(str(v) for v in series if str(v) != ""))
+    if values and all(v in EFFORTS for v in values):
+        values.sort(key=EFFORTS.index)
+    return "/".join(values)
+
+
+def table5(config: StudyConfig, results: Path) -> pd.DataFrame:
+    """Per-family serving: the values a family's rows ran with (one when they agree)."""
+    from metrobench.paper.tables import Skip
+
+    frame = table6(config, results)
+    frame = frame[frame["family"] != ""]
+    if frame.empty:
+        raise Skip("table5: no leaderboard row names its family")
+    rows = []
+    for family, group in frame.groupby("family", sort=False):
+        rows.append({"family": family, "models": len(group), **{
+            column: _values(group[column]) for column in COLUMNS[2:] if column != "family"}})
+    return pd.DataFrame(rows)
