@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import math
 import os
 import re
 import sys
@@ -73,19 +72,13 @@ def without_surrogates(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def _server_delay(exc: Exception) -> float | None:
-    """The server's retry-after if it is a usable number of seconds (not negative, not nan)."""
-    delay = retry_after(exc)
-    return delay if delay is not None and math.isfinite(delay) and delay >= 0 else None
-
-
 def _classify(exc: Exception, backend: str, key: str | None = None) -> Exception:
     """Map an SDK exception to :class:`RetryableError` or a user-facing error (``key`` never quoted)."""
     status = getattr(exc, "status_code", None)
     name = type(exc).__name__
     if status == 429 or (isinstance(status, int) and status >= 500) \
             or "Connection" in name or "Timeout" in name:
-        return RetryableError(f"{backend}: {name} {status or ''}".strip(), _server_delay(exc))
+        return RetryableError(f"{backend}: {name} {status or ''}".strip(), retry_after(exc))
     if status is not None:
         body = scrub(without_surrogates(getattr(exc, "message", "") or str(exc)), key)
         return MetrobenchError(f"judge backend {backend}: HTTP {status}: {body[:300]}")
