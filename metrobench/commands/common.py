@@ -240,7 +240,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=_at_least_one)
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--reasoning-effort")
-    p.add_argument("--concurrency", type=_at_least_one, help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
+    p.add_argument("--concurrency", type=_at_least_one,
+                   help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
     p.add_argument("--max-rounds", type=_at_least_one, help="model calls per case, all turns together (default 20)")
     p.add_argument("--timeout", type=_positive, help="seconds per request (default 240)")
     _add_selection(p)
