@@ -252,7 +252,7 @@ def test_the_workflow_serves_each_student_with_its_recipes_thinking(tmp_path):
         args = ["-n", "-p", *(["--configfile", config] if config else [])]
         plan = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=600)
-        assert plan.returncode == 0, plan.stderr[-2000:]
+        assert plan.returncode == 0, (plan.stdout + plan.stderr)[-2000:]
         flags = dict(pattern.findall(plan.stdout))
         assert flags and set(flags.values()) == {expected}, (config, flags)
         assert all("-peft-s" in model for model in flags)
