@@ -217,6 +217,8 @@ class StudyConfig(Section):
                                                              "(default: the installed llama-cpp-python's)")
     peft_temporary: bool = Field(False, description="merged folders and f16 GGUFs are deleted once quantised")
     cuda_training: bool = Field(False, description="train in the CUDA env (workflow/envs/train-cuda.yaml)")
+    train_threads: int | None = Field(None, ge=1, description="cores a training job holds (empty: all; a GPU "
+                                                              "trainer needs a few, the rest run CPU stages)")
     termination: Termination = Field(Termination(), description="Table 2's ranking rule")
     leaderboard: list[LeaderboardRow] = Field([], description="Table 2's rows")
     sensitivity: list[SensitivityCell] = Field([], description="Table 3's cells")

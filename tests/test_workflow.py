@@ -224,6 +224,21 @@ def test_gpu_only_for_local_models_and_merge_memory(tmp_path):
                      "--config", "peft_temporary=True").returncode == 0
 
 
+@pytest.mark.slow
+def test_training_leaves_cores_free_and_hosted_teachers_hold_no_gpu(tmp_path):
+    cwd = workflow_copy(tmp_path)
+    (cwd / "hosted.yaml").write_text(yaml.safe_dump({"teachers": ["mistral-small-2603", "qwen3.5-27b"]}))
+    plan = snakemake(cwd, "-n", "--cores", "8", "results/peft/2b/seed42/adapter", "--configfile",
+                     "config/config.yaml", "hosted.yaml").stdout
+    teacher_jobs = [block for block in plan.split("\n\n") if "rule teacher_model:" in block]
+    hosted = [b for b in teacher_jobs if "model=mistral-small-2603" in b]
+    local = [b for b in teacher_jobs if "model=qwen3.5-27b" in b]
+    assert hosted and all("gpu=0" in b for b in hosted)
+    assert local and all("gpu=1" in b for b in local)
+    train = plan.split("rule train:", 1)[1].split("\n\n", 1)[0]
+    assert "threads: 4" in train and "OMP_NUM_THREADS=4" in plan
+
+
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory, root) -> Path:
     """The small real workflow (tests/data/workflow-small.yaml), run once for the tests below."""

@@ -262,6 +262,13 @@ def gpu_jobs(wildcards):
     return 1 if model_spec(wildcards.model).get("serving") else 0
 
 
+def train_threads(wildcards):
+    """Cores a training job holds: the config's train_threads (a GPU trainer needs a few for its
+    data; the rest stay free for scoring, merges and hosted runs), else all (CPU training).
+    """
+    return min(STUDY.train_threads or workflow.cores, workflow.cores)
+
+
 def merge_mem_mb(wildcards):
     """RAM the streaming merge needs: one hub shard (5 GB), the fp32 adapter, the interpreter.
 

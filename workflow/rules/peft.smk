@@ -14,14 +14,15 @@ rule train:
         "results/benchmarks/peft/{size}/seed{seed}/train.tsv"
     conda:
         TRAIN_ENV
-    threads: workflow.cores
+    threads: train_threads
     resources:
         gpu=1,
     params:
         work=lambda w: f"results/work/peft/{w.size}/seed{w.seed}",
         revision=revision_flag,
     shell:
-        "metrobench train --recipe {input.recipe} --dataset {input.dataset} --seed {wildcards.seed}"
+        "OMP_NUM_THREADS={threads} metrobench train --recipe {input.recipe} --dataset {input.dataset}"
+        " --seed {wildcards.seed}"
         " --out {output} --work {params.work} {params.revision} > {log} 2>&1"
 
 

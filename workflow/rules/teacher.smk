@@ -35,7 +35,7 @@ rule teacher_model:
     conda:
         "../envs/serve.yaml"
     resources:
-        gpu=1,
+        gpu=gpu_jobs,
     params:
         data=data_flag(),
         config=config_flags(),
