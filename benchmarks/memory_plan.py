@@ -2,7 +2,7 @@
 
     python benchmarks/memory_plan.py                       # the four sizes, assumed configs, both recipes
     python benchmarks/memory_plan.py --config ~/.cache/huggingface/hub/models--Qwen--Qwen3.5-27B/snapshots/<rev>/config.json \
-        --seq 6144 --batch 1
+        --seq 7168 --batch 1
 
 An estimate, not a measurement: the sum of NF4 weights (4 bits + double-quantised
 scales, 0.516 byte a parameter), the unquantised embeddings and LM head in bf16
@@ -34,7 +34,7 @@ ASSUMED = {
 }
 #: The recipes' (seq, micro-batch): paper (as published) and corrected.
 RECIPES = {"paper": {"2b": (4096, 2), "4b": (4096, 2), "9b": (4096, 2), "27b": (2048, 2)},
-           "corrected": {s: (6144, 1) for s in ASSUMED}}
+           "corrected": {s: (7168, 1) for s in ASSUMED}}
 
 
 def estimate(cfg: dict, seq: int, batch: int, rank: int = 16) -> dict[str, float]:
@@ -62,7 +62,7 @@ def estimate(cfg: dict, seq: int, batch: int, rank: int = 16) -> dict[str, float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--config", help="a model's config.json (else the four assumed sizes)")
-    parser.add_argument("--seq", type=int, default=6144)
+    parser.add_argument("--seq", type=int, default=7168)
     parser.add_argument("--batch", type=int, default=1)
     args = parser.parse_args()
     if args.config:

@@ -393,7 +393,7 @@ def test_trainset_prints_one_token_line_per_recipe_and_corrected_recipes_keep_95
     assert list(found) == names
     for size in sizes:                                   # corrected: >= 95 % of the traces whole
         n, k, length = found[f"{size}-corrected"]
-        assert k <= 0.05 * n and length == 6144, (size, k, n)
+        assert k <= 0.05 * n and length == 7168, (size, k, n)
     assert found["27b"][2] == 2048 and found["2b"][2] == 4096
     details = {ln.split()[1].rstrip(":"): ln for ln in out if ln.startswith("  recipe ")}
     for name in names:                                   # never an example without a loss token

@@ -41,6 +41,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from metrobench.credentials import scrub
 from metrobench.errors import MetrobenchError
 from metrobench.retry import backoff_delay, retry_after
 from metrobench.agents.runner.config import ModelConfig
@@ -166,6 +167,7 @@ class ChatClient:
         self._turn = asyncio.Event()
         self.where = _host(url) if url else cfg.provider
         key = _api_key(cfg)
+        self._key = key   # only to scrub it from an error body that quotes it back
         common = {"max_retries": 0, "timeout": cfg.timeout_s}
         if cfg.provider in ("azure", "azure_responses"):
             url, version = _split_version(url, cfg.api_version)
@@ -297,7 +299,7 @@ class ChatClient:
             self._mark_answered()
             status = exc.status_code
             body = exc.response.text if exc.response is not None else str(exc)
-            message = f"{status}: {body[:500]}"
+            message = f"{status}: {scrub(body, self._key)[:500]}"  # a 401 body may quote the key
             if status in FATAL:
                 why = f"{FATAL[status]} ({' '.join(message.split())[:200]})"
                 return EndpointError(message, infrastructure=True, stop=why), None

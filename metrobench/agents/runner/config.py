@@ -74,7 +74,8 @@ class Serving(BaseModel):
 class ModelConfig(BaseModel):
     """One model as the runner calls it."""
 
-    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+    # allow_inf_nan=False: nan or inf pass float() and then misbehave (a temperature, a timeout)
+    model_config = ConfigDict(extra="forbid", protected_namespaces=(), allow_inf_nan=False)
 
     name: str                                  # the name in paths and tables
     provider: Provider = "llama_cpp"
