@@ -193,6 +193,38 @@ class Downloads(Section):
         {}, description="<hub repo>: {revision?, allow_patterns?, ignore_patterns?}: a student's base weights")
 
 
+def _no_defaults(schema: dict[str, Any]) -> None:
+    """No property defaults in the schema: Snakemake's validate would fill them into a null entry."""
+    for prop in schema.get("properties", {}).values():
+        prop.pop("default", None)
+
+
+class Rate(Section):
+    """What one case costs a model: tokens it reads and writes, and how fast its server does so."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_no_defaults)
+
+    prompt_tps: float | None = Field(None, gt=0, description="prompt tokens a second its llama-server processes "
+                                                             "(local rows; over its parallel slots)")
+    decode_tps: float | None = Field(None, gt=0, description="tokens a second its llama-server generates "
+                                                             "(local rows; over its parallel slots)")
+    prompt_tokens: float = Field(ge=0, description="mean prompt (input) tokens per case, over all its rounds")
+    completion_tokens: float = Field(ge=0, description="mean completion (output) tokens per case, reasoning "
+                                                       "included")
+
+
+class Throughput(Section):
+    """`metrobench plan`'s cost table (metrobench/plan.py): GPU-hours and API tokens per planned job."""
+
+    models: dict[str, Rate] = Field({}, description="model name or fnmatch pattern -> its rate; the first "
+                                                    "matching entry counts")
+    local: Rate | None = Field(None, description="a local model's rate when no models entry matches")
+    hosted: Rate | None = Field(None, description="a hosted model's rate when no models entry matches")
+    judge: Rate | None = Field(None, description="the Tier-2 judge's tokens per scored case (when a judge is on)")
+    train_minutes: dict[str, Annotated[float, Field(gt=0)]] = Field({}, description="GPU minutes per trained seed by student size "
+                                                            "(<size>-<variant> falls back to <size>)")
+
+
 class StudyConfig(Section):
     """One study: data, models, teachers, students, scoring, statistics and what to report."""
 
@@ -226,6 +258,8 @@ class StudyConfig(Section):
     report: Report = Field(Report(), description="what `rule all` reports")
     view: View = Field(View(), description="the case viewer (results/view)")
     downloads: Downloads = Field(Downloads(), description="models fetched from the hub by name, locked (metrobench/hub/)")
+    throughput: Throughput = Field(Throughput(), description="what a case and a training run cost "
+                                                             "(`metrobench plan`)")
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,37 @@
+"""``metrobench plan TARGET...``: jobs, case runs, GPU-hours and API tokens of a Snakemake plan.
+
+Contract: run in the workflow's folder; prints one table (stage, model, jobs, case
+runs, GPU-hours, API input and output tokens, totals) for the dry run of the
+targets on the config files (``--configfile``, default ``config/config.yaml``,
+``--config KEY=VALUE`` passed through as Snakemake reads them). The logic and the
+sources of its numbers are :mod:`metrobench.plan`'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from metrobench.commands.common import Subparsers
+
+
+def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("plan", help="what the Snakemake plan of these targets costs: jobs, case runs, "
+                                    "GPU-hours, API tokens (and, after a run, the measured hours)")
+    p.add_argument("targets", nargs="+", metavar="TARGET", help="files or rules, as given to snakemake")
+    p.add_argument("--configfile", nargs="+", metavar="FILE", help="study config file(s), merged in order "
+                   "(default: config/config.yaml), as snakemake --configfile")
+    p.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE", help="overrides, as snakemake --config")
+    p.add_argument("--all", action="store_true", help="every job the targets need, finished ones too "
+                   "(snakemake --forceall): with results/benchmarks/, estimate beside actual")
+    p.add_argument("--directory", type=Path, default=None, help="the workflow's folder (default: here)")
+    p.set_defaults(func=cmd_plan)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from metrobench.plan import DEFAULT_CONFIG, plan, render
+
+    rows = plan(args.targets, args.configfile or [DEFAULT_CONFIG], args.config, forceall=args.all,
+                cwd=args.directory)
+    print(render(rows))
+    return 0

@@ -1,0 +1,432 @@
+"""``metrobench plan``: what a Snakemake target costs before it starts, and what it cost after.
+
+Contract: :func:`plan` asks Snakemake for the dry run of the targets on the given
+config files (``snakemake -n --printshellcmds``, the workflow's own plan, so the
+numbers follow the rules as they are) and reads each planned job's rule, wildcards,
+benchmark file and shell command. The stage comes from the ``metrobench`` command
+the job runs (bench / rule-agent: runs, score, train, merge / export-gguf /
+quantize: export, ...), prefixed ``teacher`` for teacher rules. A run's or a
+score's cases are those its own flags select (``--system``, ``--partition`` under
+``--split``, ``--sample``, ``--cases``, ``--limit``: the selection ``bench``
+resolves, :class:`~metrobench.transcripts.selection.Selection`), less the cases
+its ``--out`` transcript already holds (a resumed run skips them). When the split
+file is not written yet, the split is drawn from the config's partition settings
+(with the paper's, that is the committed split).
+
+The estimate comes from the config's ``throughput`` section
+(:class:`~metrobench.study.Throughput`): a local model's case costs
+``prompt_tokens / prompt_tps + completion_tokens / decode_tps`` GPU-seconds, a
+hosted model's case ``prompt_tokens`` input and ``completion_tokens`` output API
+tokens, a scored case with a judge on the judge's tokens, a training job its
+size's ``train_minutes``. The rule agent, scoring and the paper layer cost
+neither. A cost with no matching entry is unknown (``?``), never guessed.
+
+After a run, a job's Snakemake benchmark file (``benchmark:``, column ``s``)
+gives its wall time: a planned job that has one is counted under ``ran``, with
+the estimate of those jobs beside their measured hours. Plan with ``--all``
+(Snakemake's ``--forceall``) to see every job of the targets, finished ones too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import fnmatch
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from metrobench import layout
+from metrobench.errors import MetrobenchError
+from metrobench.study import Rate, StudyConfig, load_study
+
+DEFAULT_CONFIG = "config/config.yaml"
+TEACHER = "teacher"
+#: The stage of each ``metrobench`` command a rule runs; any other command is the report layer.
+COMMAND_STAGE = {
+    "bench": "runs", "rule-agent": "runs", "score": "score", "trainset": "trainset", "train": "train",
+    "merge": "export", "export-gguf": "export", "quantize": "export", "fetch-data": "data",
+    "fetch-model": "data", "verify-data": "data", "partition": "data",
+}
+RUN_COMMANDS = ("bench", "rule-agent")
+#: The order the table lists stages in (the order they run in); others last, by name.
+STAGE_ORDER = ("data", f"{TEACHER} runs", f"{TEACHER} score", "trainset", "train", "export", "runs", "score",
+               "report")
+RULE_HEADER = re.compile(r"^(?:local)?rule (\w+):\s*$")
+FIELD = re.compile(r"^\s+(\w+): (.*)$")
+SHELL_PREFIX = "Shell command: "
+
+
+@dataclass
+class Job:
+    """One planned job as the dry run prints it."""
+
+    rule: str
+    wildcards: dict[str, str] = field(default_factory=dict)
+    benchmark: str | None = None
+    shell: str = ""
+
+
+@dataclass
+class Cost:
+    """One job's estimate: GPU-seconds and API tokens (``None``: no throughput entry says)."""
+
+    gpu_s: float | None = 0.0
+    api_in: float | None = 0.0
+    api_out: float | None = 0.0
+
+
+@dataclass
+class Row:
+    """One (stage, model) line of the table, summed over its jobs."""
+
+    stage: str
+    model: str
+    jobs: int = 0
+    cases: int = 0
+    gpu_s: float | None = 0.0
+    api_in: float | None = 0.0
+    api_out: float | None = 0.0
+    ran: int = 0
+    ran_est_s: float | None = 0.0
+    ran_actual_s: float = 0.0
+
+
+# --- the dry run -------------------------------------------------------------------------------
+
+def dry_run(targets: Sequence[str], configfiles: Sequence[str], overrides: Sequence[str] = (),
+            forceall: bool = False, cwd: Path | None = None) -> str:
+    """Snakemake's dry-run text for the targets (its stdout and stderr together)."""
+    args = [sys.executable, "-m", "snakemake", "--dry-run", "--printshellcmds", "--nolock", "--cores", "1",
+            "--configfile", *configfiles]
+    if overrides:
+        args += ["--config", *overrides]
+    if forceall:
+        args.append("--forceall")
+    args += ["--", *targets]
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
+    text = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise MetrobenchError(f"snakemake could not plan {' '.join(targets)}: {_snakemake_error(text)}")
+    return text
+
+
+def _snakemake_error(text: str) -> str:
+    """The line that says why a plan failed: the workflow's own error line, else Snakemake's last words."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    ours = [line.removeprefix("metrobench: error: ") for line in lines if line.startswith("metrobench: error:")]
+    if ours:
+        return ours[-1]
+    errors = [i for i, line in enumerate(lines) if "Error" in line or "Exception" in line]
+    if errors:
+        return " ".join(lines[errors[-1]:errors[-1] + 3])
+    return lines[-1] if lines else "no output"
+
+
+def parse_jobs(text: str) -> list[Job]:
+    """The jobs of a ``--dry-run --printshellcmds`` output, in the order printed.
+
+    A job is a ``rule NAME:`` (or ``localrule``) line, its indented ``key: value``
+    lines, and its ``Shell command:`` (continued on the following lines up to a blank one).
+    """
+    jobs: list[Job] = []
+    job: Job | None = None
+    for line in text.splitlines():
+        header = RULE_HEADER.match(line)
+        if header:
+            job = Job(header.group(1))
+            jobs.append(job)
+        elif job is None:
+            continue
+        elif line.startswith(SHELL_PREFIX):
+            job.shell = line.removeprefix(SHELL_PREFIX).strip()
+        elif not line.strip() or line.startswith(("[", "Job stats:")):
+            job = None if job.shell or line.strip() else job
+        elif job.shell:
+            job.shell += " " + line.strip()
+        elif match := FIELD.match(line):
+            _read_field(job, match.group(1), match.group(2))
+    return jobs
+
+
+def _read_field(job: Job, key: str, value: str) -> None:
+    if key == "wildcards":
+        job.wildcards = dict(pair.split("=", 1) for pair in value.split(", ") if "=" in pair)
+    elif key == "benchmark":
+        job.benchmark = value.strip()
+
+
+# --- what a job does ---------------------------------------------------------------------------
+
+def _command(shell: str) -> list[str]:
+    """The words of the job's ``metrobench`` command (up to the first redirection or chaining)."""
+    try:
+        words = shlex.split(shell)
+    except ValueError:
+        words = shell.split()
+    if "metrobench" not in words:
+        return []
+    words = words[words.index("metrobench") + 1:]
+    stops = [i for i, w in enumerate(words) if w in (">", "2>&1", "&&", "|", ";", "||") or w.startswith(">")]
+    return words[: stops[0]] if stops else words
+
+
+def _flags(words: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(add_help=False)
+    for name in ("data", "system", "split", "cases", "model", "out", "judge", "size", "recipe"):
+        parser.add_argument(f"--{name}")
+    parser.add_argument("--partition", default="all")
+    parser.add_argument("--sample", type=int)
+    parser.add_argument("--limit", type=int)
+    parser.add_argument("--restart", action="store_true")
+    return parser.parse_known_args(words[1:])[0]
+
+
+def stage_of(job: Job, words: list[str]) -> str:
+    stage = COMMAND_STAGE.get(words[0], "report") if words else "report"
+    return f"{TEACHER} {stage}" if TEACHER in job.rule and stage in ("runs", "score") else stage
+
+
+def model_of(job: Job, words: list[str], flags: argparse.Namespace | None) -> str:
+    """The model a job concerns: its model wildcard, a student group for training, else ``-``."""
+    if "model" in job.wildcards:
+        return job.wildcards["model"]
+    if "size" in job.wildcards:
+        return layout.student_group(job.wildcards["size"])
+    if words and words[0] == "rule-agent":
+        return (flags.model if flags else None) or "rule-agent"
+    return "-"
+
+
+class Cases:
+    """Counts the cases a run or score job selects, with the benchmark and split read once."""
+
+    def __init__(self, study: StudyConfig) -> None:
+        self.study = study
+        self._benches: dict[str, object] = {}
+        self._splits: dict[tuple[str, str], dict[str, str]] = {}
+
+    def _bench(self, data: str | None):  # -> Benchmark
+        from metrobench.data import Benchmark
+
+        root = data if data and Path(data).is_dir() else None  # not fetched yet: METROBENCH_DATA
+        key = str(root)
+        if key not in self._benches:
+            try:
+                self._benches[key] = Benchmark.open(root)
+            except MetrobenchError as exc:
+                raise MetrobenchError(f"plan: counting cases needs the benchmark data ({data} is not there): "
+                                      f"{exc}") from None
+        return self._benches[key]
+
+    def _split(self, bench, split: str | None) -> dict[str, str]:
+        from metrobench.data.partition import load_split, partition_benchmark, partition_of
+
+        key = (str(bench.root), str(split))
+        if key not in self._splits:
+            if split and Path(split).is_file():
+                self._splits[key] = load_split(bench, split)
+            else:  # not written yet: drawn as the partition rule will draw it
+                settings = self.study.partition
+                document = partition_benchmark(bench, seed=settings.seed, frac=settings.frac_holdout,
+                                               warn=lambda message: None)
+                self._splits[key] = partition_of(document)
+        return self._splits[key]
+
+    def count(self, flags: argparse.Namespace, resumes: bool) -> int:
+        """The job's cases; a resumed run (``resumes``) less those its ``--out`` already holds."""
+        from metrobench.transcripts.selection import Selection
+
+        if not flags.system:
+            return 0
+        bench = self._bench(flags.data)
+        cases = tuple(flags.cases.split(",")) if flags.cases else None
+        selection = Selection(flags.system, flags.partition, sample=flags.sample, cases=cases, limit=flags.limit)
+        ids = {case.id for case in selection.resolve(bench, self._split(bench, flags.split))}
+        if resumes and flags.out and not flags.restart:
+            ids -= _recorded(Path(flags.out))
+        return len(ids)
+
+
+def _recorded(path: Path) -> set[str]:
+    """Case ids a transcript already holds (none when it is not there)."""
+    from metrobench.transcripts.records import iter_transcript
+
+    return {record.case_id for record in iter_transcript(path)} if path.is_file() else set()
+
+
+# --- the estimate ------------------------------------------------------------------------------
+
+def rate_of(study: StudyConfig, model: str, local: bool) -> Rate | None:
+    """The model's throughput entry: the first ``models`` key it matches, else the local or hosted default."""
+    throughput = study.throughput
+    for pattern, rate in throughput.models.items():
+        if fnmatch.fnmatchcase(model, pattern):
+            return rate
+    return throughput.local if local else throughput.hosted
+
+
+def is_local(study: StudyConfig, model: str) -> bool:
+    """Whether a model is served on the workstation's GPU (llama.cpp, or a trained student)."""
+    if layout.student_of(study.seeds(), model):
+        return True
+    spec = study.models.get(model)
+    if isinstance(spec, str):
+        import yaml
+
+        try:
+            spec = yaml.safe_load(Path(spec).read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise MetrobenchError(f"{spec}: cannot read model {model}'s config ({exc})") from None
+    provider = spec.get("provider", "llama_cpp") if isinstance(spec, dict) else "llama_cpp"
+    return provider == "llama_cpp"
+
+
+def run_cost(study: StudyConfig, model: str, cases: int) -> Cost:
+    """A benchmark or teacher run of ``cases`` cases: GPU-seconds when local, API tokens when hosted."""
+    local = is_local(study, model)
+    rate = rate_of(study, model, local)
+    if rate is None:
+        return Cost(None, 0.0, 0.0) if local else Cost(0.0, None, None)
+    if not local:
+        return Cost(0.0, cases * rate.prompt_tokens, cases * rate.completion_tokens)
+    if rate.prompt_tps is None or rate.decode_tps is None:
+        return Cost(None, 0.0, 0.0)
+    per_case = rate.prompt_tokens / rate.prompt_tps + rate.completion_tokens / rate.decode_tps
+    return Cost(cases * per_case, 0.0, 0.0)
+
+
+def train_minutes(study: StudyConfig, size: str) -> float | None:
+    """A size's minutes per seed; ``27b-corrected`` falls back to ``27b``."""
+    minutes = study.throughput.train_minutes
+    return minutes.get(size, minutes.get(size.split("-", 1)[0]))
+
+
+def job_cost(study: StudyConfig, job: Job, words: list[str], flags: argparse.Namespace | None,
+             cases: int) -> Cost:
+    """One job's estimate from its command (see the module docstring)."""
+    command = words[0] if words else ""
+    if command == "bench" and flags is not None:
+        return run_cost(study, flags.model or job.wildcards.get("model", ""), cases)
+    if command == "score" and flags is not None and flags.judge not in (None, "none"):
+        judge = study.throughput.judge
+        return Cost(0.0, cases * judge.prompt_tokens, cases * judge.completion_tokens) if judge \
+            else Cost(0.0, None, None)
+    if command == "train" and "size" in job.wildcards:
+        minutes = train_minutes(study, job.wildcards["size"])
+        return Cost(minutes * 60 if minutes is not None else None)
+    return Cost()
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+def _add(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
+
+
+def benchmark_seconds(path: Path) -> float | None:
+    """The wall seconds (column ``s``, mean over its repeats) a Snakemake benchmark file records."""
+    if not path.is_file():
+        return None
+    try:
+        with path.open(newline="") as handle:
+            values = [float(row["s"]) for row in csv.DictReader(handle, delimiter="\t")]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MetrobenchError(f"{path}: not a Snakemake benchmark file (column s: {exc})") from None
+    return sum(values) / len(values) if values else None
+
+
+def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path(".")) -> list[Row]:
+    """One row per (stage, model), in the order the stages and models first appear."""
+    counter = Cases(study)
+    rows: dict[tuple[str, str], Row] = {}
+    for job in jobs:
+        words = _command(job.shell)
+        flags = _flags(words) if words and words[0] in (*RUN_COMMANDS, "score") else None
+        stage = stage_of(job, words)
+        cases = counter.count(flags, resumes=words[0] in RUN_COMMANDS) if flags else 0
+        cost = job_cost(study, job, words, flags, cases)
+        row = rows.setdefault((stage, model_of(job, words, flags)), Row(stage, model_of(job, words, flags)))
+        row.jobs += 1
+        row.cases += cases
+        row.gpu_s, row.api_in, row.api_out = (_add(row.gpu_s, cost.gpu_s), _add(row.api_in, cost.api_in),
+                                              _add(row.api_out, cost.api_out))
+        actual = benchmark_seconds(root / job.benchmark) if job.benchmark else None
+        if actual is not None:
+            row.ran += 1
+            row.ran_est_s = _add(row.ran_est_s, cost.gpu_s)
+            row.ran_actual_s += actual
+    return sorted(rows.values(), key=_row_order)
+
+
+def _row_order(row: Row) -> tuple[int, str, str]:
+    stage = STAGE_ORDER.index(row.stage) if row.stage in STAGE_ORDER else len(STAGE_ORDER)
+    return stage, row.stage, row.model
+
+
+def total(rows: Sequence[Row]) -> Row:
+    """The rows summed; case runs are the model runs' (a score row's cases are cases scored, not run)."""
+    out = Row("total", "")
+    for row in rows:
+        out.jobs += row.jobs
+        out.cases += row.cases if row.stage.endswith("runs") else 0
+        out.ran += row.ran
+        out.ran_actual_s += row.ran_actual_s
+        out.gpu_s, out.api_in, out.api_out, out.ran_est_s = (
+            _add(out.gpu_s, row.gpu_s), _add(out.api_in, row.api_in), _add(out.api_out, row.api_out),
+            _add(out.ran_est_s, row.ran_est_s))
+    return out
+
+
+def _hours(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds / 3600:.2f}"
+
+
+def _tokens(count: float | None) -> str:
+    return "?" if count is None else f"{count:,.0f}"
+
+
+def render(rows: Sequence[Row]) -> str:
+    """The table as aligned text; the ran / est. h / actual h columns when any planned job has run."""
+    ran = any(row.ran for row in rows)
+    header = ["stage", "model", "jobs", "case runs", "GPU-h", "API in", "API out"]
+    header += ["ran", "est. GPU-h", "actual h"] if ran else []
+    lines = [header]
+    for row in [*rows, total(rows)]:
+        cells = [row.stage, row.model, str(row.jobs), f"{row.cases:,}", _hours(row.gpu_s),
+                 _tokens(row.api_in), _tokens(row.api_out)]
+        if ran:
+            cells += [str(row.ran), _hours(row.ran_est_s) if row.ran else "",
+                      _hours(row.ran_actual_s) if row.ran else ""]
+        lines.append(cells)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = ["  ".join(cell.ljust(w) if i < 2 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
+            for line in lines]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    text.insert(-1, text[1])
+    return "\n".join(line.rstrip() for line in text)
+
+
+def plan(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG,), overrides: Sequence[str] = (),
+         forceall: bool = False, cwd: Path | None = None) -> list[Row]:
+    """The cost table of the targets' plan on these config files (``--config`` overrides applied)."""
+    root = cwd or Path(".")
+    study = load_study([str(root / path) for path in configfiles], _override_mapping(overrides))
+    return tabulate(study, parse_jobs(dry_run(targets, configfiles, overrides, forceall, cwd)), root)
+
+
+def _override_mapping(overrides: Sequence[str]) -> dict[str, object]:
+    """``KEY=VALUE`` overrides as Snakemake reads them (values as YAML), for the study the plan prices."""
+    import yaml
+
+    out: dict[str, object] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise MetrobenchError(f"--config {item}: expected KEY=VALUE")
+        out[key] = yaml.safe_load(value)
+    return out
