@@ -8,7 +8,7 @@ recipe the adapter was trained with (the project's, or Qwen3.5's own for the
 streams: each safetensors shard of the base is read one tensor at a time, the
 LoRA deltas of its tensors applied (``W += scaling * B @ A`` in fp32, as PEFT's
 ``merge_and_unload``), and written under the shard's own name, so peak memory is
-about one tensor and its fp32 delta at every model size (under 1 GB at 27B,
+about one tensor and its fp32 delta at every model size (~2 GB at 27B,
 ``benchmarks/merge_memory.py``), not the whole model (~55 GB at 27B through
 transformers). The weights equal transformers + PEFT's merge tensor for tensor.
 Only plain LoRA on linear layers is merged; DoRA, trained biases, extra trained
