@@ -13,8 +13,9 @@ projection PEFT finds (q/k/v/o of the full-attention layers, gate/up/down of eve
 layer) goes beside it. Each merge runs in a fresh child process, which reports
 its own peak RSS (``VmHWM``): :func:`metrobench.training.export.merge` (streaming) at
 every depth, and the old path (transformers loads the whole bf16 model, PEFT's
-``merge_and_unload``, ``save_pretrained``) at the smallest depths. Every model is
-deleted after its runs (peak disk: the 8-layer base and its merge, ~22 GB).
+``merge_and_unload``, ``save_pretrained``) at the smallest depths. One folder grows
+from depth to depth (only new layers are written); each merge is deleted once measured
+and the folder at the end (peak disk: the 8-layer base and its merge, ~22 GB).
 
     .venv/bin/python benchmarks/merge_memory.py [--layers 1 2 4 8] [--peft-layers 1 2] [--dir /tmp]
 
