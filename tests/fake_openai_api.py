@@ -1,52 +1,5 @@
-"""A local HTTP server speaking the OpenAI wire formats: chat completions and the Responses API.
+"""The tests' OpenAI/Azure/Responses stand-in: :mod:`metrobench.standins.openai_api` (shared with the rehearsal)."""
 
-It serves the paths the runner's dialects use — ``/v1/chat/completions``,
-Azure's ``/openai/deployments/<name>/chat/completions?api-version=...`` and
-``.../responses?api-version=...`` — and answers with objects shaped as the
-APIs document them. ``script(request)`` returns ``(status, payload)`` or just a
-payload; helpers build chat and Responses payloads.
-"""
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload, responses_payload, tool_call
 
-from __future__ import annotations
-
-import json
-from collections.abc import Callable
-from typing import Any
-
-from fake_http import FakeJSONServer
-
-
-def chat_payload(content: str | None = "", tool_calls: list[dict] | None = None, *,
-                 finish_reason: str | None = None, reasoning: str | None = None,
-                 prompt_tokens: int = 100, completion_tokens: int = 20, cached: int | None = None) -> dict:
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    if reasoning is not None:
-        message["reasoning_content"] = reasoning
-    usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                             "total_tokens": prompt_tokens + completion_tokens}
-    if cached is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": cached}
-    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": "fake",
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop")}],
-            "usage": usage}
-
-
-def tool_call(name: str, arguments: Any, call_id: str = "call_1") -> dict:
-    return {"id": call_id, "type": "function",
-            "function": {"name": name, "arguments": arguments if isinstance(arguments, str)
-                         else json.dumps(arguments)}}
-
-
-class FakeOpenAI(FakeJSONServer):
-    def __init__(self, script: Callable[[dict], Any]) -> None:
-        super().__init__()
-        self.script = script
-
-    def answer(self, request: dict) -> tuple[int, Any, dict[str, str]]:
-        answer = self.script(request)
-        if isinstance(answer, tuple):
-            return answer[0], answer[1], (answer[2] if len(answer) > 2 else {})
-        return 200, answer, {}
+__all__ = ["FakeOpenAI", "chat_payload", "responses_payload", "tool_call"]

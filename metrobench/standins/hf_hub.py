@@ -1,0 +1,167 @@
+"""A local stand-in for the Hugging Face Hub's HTTP API, for lock and download tests without a network.
+
+It answers what ``huggingface_hub`` asks of the real hub when ``HF_ENDPOINT``
+points at it:
+
+* ``GET /api/models/<repo>/revision/<rev>[?blobs=true]``: the commit a branch,
+  tag or commit resolves to, and its files (with ``blobs``: size, Git blob id
+  and, for LFS files, ``lfs: {sha256, size}``), as ``HfApi.model_info`` reads;
+* ``GET /api/models/<repo>/tree/<rev>/...``: the file listing;
+* ``HEAD``/``GET /<repo>/resolve/<rev>/<file>``: a branch or tag name first
+  redirects (307, relative) to the same file at its commit, as the hub does;
+  then a small file answers 200 with its Git blob id as ``ETag``, and an LFS
+  file (``.gguf``, ``.safetensors``) answers 302 to a second server standing
+  for the CDN, with ``X-Linked-Etag`` (its SHA-256), ``X-Linked-Size`` and
+  ``X-Repo-Commit``, which is what the client reads its metadata from.
+
+Faults for the tests: ``corrupt`` (file names whose bytes the CDN serves with
+one byte flipped), ``cut`` (file names whose body the CDN cuts off halfway),
+``gated`` (repos that answer 401 GatedRepo). Every request path is recorded in
+``requests``. ``port`` and ``cdn_port`` are the ports bound on 127.0.0.1 (0: free ones).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlparse
+
+LFS_SUFFIXES = (".gguf", ".safetensors")
+
+
+def git_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _handler(answer):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_HEAD(self) -> None:  # noqa: N802
+            answer(self, body=False)
+
+        def do_GET(self) -> None:  # noqa: N802
+            answer(self, body=True)
+
+    return Handler
+
+
+class FakeHub:
+    def __init__(self, repos: dict[str, dict[str, bytes]], commit: str, *, branches: dict[str, str] | None = None,
+                 corrupt: set[str] = frozenset(), cut: set[str] = frozenset(),
+                 gated: set[str] = frozenset(), port: int = 0, cdn_port: int = 0) -> None:
+        self.repos, self.commit, self.requests = repos, commit, []
+        self.branches = {"main": commit, **(branches or {})}
+        self.corrupt, self.cut, self.gated = set(corrupt), set(cut), set(gated)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self._answer))
+        self.cdn = ThreadingHTTPServer(("127.0.0.1", cdn_port), _handler(self._cdn))
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.cdn_url = f"http://127.0.0.1:{self.cdn.server_port}"
+
+    def _send(self, handler, status: int, payload: bytes, headers: dict[str, str], body: bool,
+              length: int | None = None) -> None:
+        handler.send_response(status)
+        for key, value in {"Content-Length": str(len(payload) if length is None else length), **headers}.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        if body:
+            handler.wfile.write(payload)
+
+    def _error(self, handler, body: bool, status: int, code: str) -> None:
+        payload = json.dumps({"error": code}).encode()
+        self._send(handler, status, payload, {"Content-Type": "application/json", "X-Error-Code": code}, body)
+
+    def _commit_of(self, revision: str) -> str | None:
+        if revision in self.branches:
+            return self.branches[revision]
+        return revision if revision in set(self.branches.values()) else None
+
+    def _answer(self, handler, *, body: bool) -> None:
+        url = urlparse(handler.path)
+        path = unquote(url.path)
+        self.requests.append(f"{handler.command} {path}")
+        if path.startswith("/api/models/"):
+            return self._api(handler, path[len("/api/models/"):], parse_qs(url.query), body)
+        repo, sep, rest = path.lstrip("/").partition("/resolve/")
+        revision, _, name = rest.partition("/")
+        if not sep or repo not in self.repos:
+            return self._error(handler, body, 404, "RepoNotFound")
+        if repo in self.gated:
+            return self._error(handler, body, 401, "GatedRepo")
+        commit = self._commit_of(revision)
+        if commit is None:
+            return self._error(handler, body, 404, "RevisionNotFound")
+        if name not in self.repos[repo]:
+            return self._error(handler, body, 404, "EntryNotFound")
+        if commit != revision:  # a branch: to the same file at its commit, as the hub redirects
+            return self._send(handler, 307, b"", {"Location": f"/{repo}/resolve/{commit}/{name}"}, body)
+        data = self.repos[repo][name]
+        if name.endswith(LFS_SUFFIXES):
+            sha = hashlib.sha256(data).hexdigest()
+            headers = {"Location": f"{self.cdn_url}/{repo}/{name}", "X-Repo-Commit": commit,
+                       "X-Linked-Etag": f'"{sha}"', "X-Linked-Size": str(len(data)), "ETag": f'"{git_sha1(data)}"'}
+            return self._send(handler, 302, b"", headers, body)
+        headers = {"X-Repo-Commit": commit, "ETag": f'"{git_sha1(data)}"', "Content-Type": "application/octet-stream"}
+        self._send(handler, 200, data, headers, body)
+
+    def _cdn(self, handler, *, body: bool) -> None:
+        path = unquote(urlparse(handler.path).path).lstrip("/")
+        self.requests.append(f"CDN {handler.command} /{path}")
+        repo, _, name = path.rpartition("/")
+        data = self.repos.get(repo, {}).get(name)
+        if data is None:
+            return self._error(handler, body, 404, "NoSuchKey")
+        if name in self.corrupt:
+            data = bytes([data[0] ^ 0xFF]) + data[1:]
+        if name in self.cut:
+            self._send(handler, 200, data[: len(data) // 2], {"Content-Type": "application/octet-stream"}, body,
+                       length=len(data))
+            handler.close_connection = True
+            return
+        self._send(handler, 200, data, {"Content-Type": "application/octet-stream"}, body)
+
+    def _api(self, handler, rest: str, query: dict[str, list[str]], body: bool) -> None:
+        for kind in ("/revision/", "/tree/"):
+            repo, sep, tail = rest.partition(kind)
+            if sep:
+                break
+        else:
+            return self._error(handler, body, 404, "RepoNotFound")
+        revision = tail.split("/", 1)[0]
+        if repo not in self.repos:
+            return self._error(handler, body, 404, "RepoNotFound")
+        if repo in self.gated:
+            return self._error(handler, body, 401, "GatedRepo")
+        commit = self._commit_of(revision)
+        if commit is None:
+            return self._error(handler, body, 404, "RevisionNotFound")
+        files = self.repos[repo]
+        if kind == "/tree/":
+            answer = [{"type": "file", "path": n, "size": len(d), "oid": git_sha1(d)} for n, d in sorted(files.items())]
+        else:
+            blobs = query.get("blobs") == ["True"] or query.get("blobs") == ["true"]
+            answer = {"id": repo, "modelId": repo, "sha": commit, "private": False,
+                      "siblings": [self._sibling(n, d, blobs) for n, d in sorted(files.items())]}
+        self._send(handler, 200, json.dumps(answer).encode(), {"Content-Type": "application/json"}, body)
+
+    @staticmethod
+    def _sibling(name: str, data: bytes, blobs: bool) -> dict:
+        if not blobs:
+            return {"rfilename": name}
+        sibling = {"rfilename": name, "size": len(data), "blobId": git_sha1(data)}
+        if name.endswith(LFS_SUFFIXES):
+            sibling["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}
+        return sibling
+
+    def __enter__(self) -> "FakeHub":
+        for server in (self.server, self.cdn):
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for server in (self.server, self.cdn):
+            server.shutdown()
+            server.server_close()
