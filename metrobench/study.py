@@ -127,6 +127,8 @@ class Student(Section):
         min_length=1, description="one trained student each: the models <size>-peft-s<seed>")
     published: str | None = Field(None, description="the configured model of the paper's released student of "
                                                    "this size (seed 42), shown beside the trained ones in Table 4")
+    max_steps: int | None = Field(None, ge=1, description="caps the recipe's optimiser steps (a rehearsal's few "
+                                                         "steps, config/rehearsal.yaml); empty: the recipe's")
 
 
 class Termination(Section):

@@ -76,6 +76,7 @@ def _add_train(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", required=True, help="adapter folder")
     p.add_argument("--work", help="checkpoint folder (default: <out>.work); a rerun resumes from it")
     p.add_argument("--revision", help="the base's pinned hub revision (its snapshot in the Hugging Face cache)")
+    p.add_argument("--max-steps", type=int, help="cap the recipe's optimiser steps (students.<size>.max_steps)")
     p.set_defaults(func=cmd_train)
 
 
@@ -86,7 +87,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import train
 
-    metrics = train(load_recipe(args.recipe), Path(args.dataset), Path(args.out), seed=args.seed,
+    recipe = load_recipe(args.recipe)
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise MetrobenchError(f"--max-steps {args.max_steps}: give at least 1")
+        capped = args.max_steps if recipe.max_steps <= 0 else min(recipe.max_steps, args.max_steps)
+        recipe = recipe.model_copy(update={"max_steps": capped})
+    metrics = train(recipe, Path(args.dataset), Path(args.out), seed=args.seed,
                     work=Path(args.work) if args.work else None, revision=args.revision)
     def fmt(value) -> str:
         return "n/a" if value is None else f"{value:.4f}"
