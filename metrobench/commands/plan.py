@@ -14,14 +14,18 @@ from pathlib import Path
 
 from metrobench.commands.common import Subparsers
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from metrobench.plan import Row
+
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("plan", help="what the Snakemake plan of these targets costs: jobs, case runs, "
                                     "GPU-hours, API tokens (and, after a run, the measured hours)")
     p.add_argument("targets", nargs="+", metavar="TARGET", help="files or rules, as given to snakemake")
     p.add_argument("--configfile", nargs="+", metavar="FILE", help="study config file(s), merged in order "
-                   "(default: config/config.yaml), as snakemake --configfile")
-    p.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE", help="overrides, as snakemake --config")
+                   "(default: config/config.yaml), as snakemake --configfile; after the targets")
+    p.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE", help="overrides, as snakemake --config; after the targets")
     p.add_argument("--all", action="store_true", help="every job the targets need, finished ones too "
                    "(snakemake --forceall): with results/benchmarks/, estimate beside actual")
     p.add_argument("--directory", type=Path, default=None, help="the workflow's folder (default: here)")
@@ -34,4 +38,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     rows = plan(args.targets, args.configfile or [DEFAULT_CONFIG], args.config, forceall=args.all,
                 cwd=args.directory)
     print(render(rows))
+    print("case runs: model runs only (a score row's are cases scored); prices: the config's throughput "
+          "section (README, What a plan costs)" + ("; ?: no entry prices it" if _unknown(rows) else ""))
     return 0
+
+
+def _unknown(rows: list[Row]) -> bool:
+    return any(None in (row.gpu_s, row.api_in, row.api_out) for row in rows)
