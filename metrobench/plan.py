@@ -44,6 +44,10 @@ from metrobench import layout
 from metrobench.errors import MetrobenchError
 from metrobench.study import Rate, StudyConfig, load_study
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from metrobench.data import Benchmark
+
 DEFAULT_CONFIG = "config/config.yaml"
 TEACHER = "teacher"
 #: The stage of each ``metrobench`` command a rule runs; any other command is the report layer.
@@ -208,10 +212,10 @@ class Cases:
     def __init__(self, study: StudyConfig, root: Path = Path(".")) -> None:
         self.study = study
         self.root = root  # the workflow's folder: the jobs' relative paths are relative to it
-        self._benches: dict[str, object] = {}
+        self._benches: dict[str, Benchmark] = {}
         self._splits: dict[tuple[str, str], dict[str, str]] = {}
 
-    def _bench(self, data: str | None):  # -> Benchmark
+    def _bench(self, data: str | None) -> Benchmark:
         from metrobench.data import Benchmark
 
         root = self.root / data if data and (self.root / data).is_dir() else None  # not fetched: METROBENCH_DATA
@@ -224,7 +228,7 @@ class Cases:
                                       f"{exc}") from None
         return self._benches[key]
 
-    def _split(self, bench, split: str | None) -> dict[str, str]:
+    def _split(self, bench: Benchmark, split: str | None) -> dict[str, str]:
         from metrobench.data.partition import load_split, partition_benchmark, partition_of
 
         key = (str(bench.root), str(split))

@@ -25,7 +25,8 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("targets", nargs="+", metavar="TARGET", help="files or rules, as given to snakemake")
     p.add_argument("--configfile", nargs="+", metavar="FILE", help="study config file(s), merged in order "
                    "(default: config/config.yaml), as snakemake --configfile; after the targets")
-    p.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE", help="overrides, as snakemake --config; after the targets")
+    p.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE",
+                   help="overrides, as snakemake --config; after the targets")
     p.add_argument("--all", action="store_true", help="every job the targets need, finished ones too "
                    "(snakemake --forceall): with results/benchmarks/, estimate beside actual")
     p.add_argument("--directory", type=Path, default=None, help="the workflow's folder (default: here)")
