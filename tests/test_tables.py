@@ -308,10 +308,13 @@ CONFIG = Path(__file__).resolve().parents[1] / "config" / "config.yaml"
 
 
 def paper_study(**extra) -> StudyConfig:
-    """The paper config's Table 2 and 4 sections (config/config.yaml), plus ``extra`` sections."""
+    """The paper config's Table 2 and 4 sections (config/config.yaml), plus ``extra`` sections; the
+    students without their ``published`` control rows (the config's addition, not the paper's Table 4)."""
     import yaml
 
     raw = yaml.safe_load(CONFIG.read_text())
+    raw["students"] = {size: {k: v for k, v in spec.items() if k != "published"}
+                       for size, spec in raw["students"].items()}
     return study(**{key: raw[key] for key in ("leaderboard", "students", "termination")}, **extra)
 
 
