@@ -3,6 +3,7 @@
 #   make baseline   core packages only (about a minute), then the rule baseline: 84.60
 #   make run        everything (llama.cpp built once, portably), then the CPU study
 #   make mini-study everything, then the CPU mini-study: does the student beat its base?
+#   make rehearsal  everything, then the paper config's whole workflow with stand-ins (CPU)
 #   make test       everything, then the test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -23,7 +24,7 @@ BYTECODE = $(BIN)/python -m compileall -q metrobench
 
 SYSTEMS := marta doha bart taipei cta beijing
 
-.PHONY: install install-core baseline run demo mini-study test doctor bench clean
+.PHONY: install install-core baseline run demo mini-study rehearsal test doctor bench clean
 
 # Core: the harness, scoring, statistics and tables (no model, no compiler).
 $(VENV)/.core: pyproject.toml constraints/ci.txt
@@ -78,6 +79,16 @@ mini-study: $(VENV)/.full | $(DATA)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --configfile config/mini-study.yaml --cores 2 \
 	  --config data='{path: $(abspath $(DATA)), commit: 28f7eacbe0244cdaab0ac70afbcfff9be4dcbc70}'
 
+# The dress rehearsal (metrobench/rehearsal.py, config/rehearsal.yaml): the paper config's
+# whole workflow - every table, figure and the report - on the CPU, with one tiny random
+# Qwen3.5 for every model and base (fetched by name through the lock from a local hub
+# stand-in), local stand-ins for the hosted APIs and the judge, one held-out case per system
+# and one training step per student. In results-rehearsal/, never results/; prints the time
+# per phase and per stage.
+rehearsal: $(VENV)/.full | $(DATA)
+	$(BYTECODE)
+	$(BIN)/python -m metrobench.rehearsal --data $(abspath $(DATA)) --workdir results-rehearsal --cores 2
+
 # Chromium, slurm-wlm and munge for the browser and SLURM tests: installed when missing and
 # possible (root with apt-get), else one line says how, and those tests skip (as in .ci/run).
 test: $(VENV)/.full | $(DATA)
@@ -93,4 +104,4 @@ bench: $(VENV)/.full | $(DATA)
 	METROBENCH_DATA=$(abspath $(DATA)) $(BIN)/python benchmarks/stats.py
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) results results-rehearsal .pytest_cache

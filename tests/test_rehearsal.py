@@ -1,0 +1,124 @@
+"""The dress rehearsal (metrobench/rehearsal.py, config/rehearsal.yaml).
+
+Fast: the overlay swaps only the heavy parts of the paper config; the API stand-in
+answers each hosted wire format (and the judge's) through the real SDKs, and refuses a
+wrong key; the hub stand-in holds every repo the paper config downloads; the stage
+summary reads Snakemake's benchmark files. Slow: the rehearsal itself, every paper
+target and the report written, rc 0 (about 20 minutes on two cores).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from metrobench import rehearsal
+from metrobench.standins.openai_api import FakeOpenAI
+from metrobench.study import load_study
+
+REPO = Path(__file__).resolve().parents[1]
+PAPER, OVERLAY = REPO / "config" / "config.yaml", REPO / "config" / "rehearsal.yaml"
+LOCAL_SWAPS = {"max_tokens", "max_rounds", "serving"}
+SERVING_SWAPS = {"build", "n_ctx", "n_threads"}
+
+
+@pytest.fixture(scope="module")
+def studies():
+    return load_study([PAPER]), load_study([PAPER, OVERLAY])
+
+
+def test_the_overlay_swaps_only_the_heavy_parts(studies):
+    paper, rehearsed = studies
+    assert sorted(paper.models) == sorted(rehearsed.models)
+    for name, entry in paper.models.items():
+        ours = rehearsed.models[name]
+        changed = {k for k in {*entry, *ours} if entry.get(k) != ours.get(k)}
+        if "serving" in entry:
+            assert changed <= LOCAL_SWAPS, name
+            serving = {k for k in {*entry["serving"], *ours["serving"]}
+                       if entry["serving"].get(k) != ours["serving"].get(k)}
+            assert serving <= SERVING_SWAPS and ours["serving"]["build"] is None, name
+            assert ours["serving"]["gguf"] == entry["serving"]["gguf"], name       # fetched by name, as shipped
+        else:
+            assert changed == {"base_url"} and ours["base_url"].startswith("http://127.0.0.1:"), name
+    for section in ("leaderboard", "sensitivity", "stats", "report", "partition", "trainset", "termination",
+                    "systems", "cuda_training", "peft_temporary"):
+        assert getattr(rehearsed, section) == getattr(paper, section), section
+    assert rehearsed.downloads.gguf == paper.downloads.gguf and rehearsed.downloads.bases == paper.downloads.bases
+    for size, student in paper.students.items():
+        ours = rehearsed.students[size]
+        assert (ours.recipe, ours.seeds, ours.base_model, ours.published) == \
+            (student.recipe, student.seeds, student.base_model, student.published)
+        assert student.max_steps is None and ours.max_steps == 1
+    assert rehearsed.scoring.judge == paper.scoring.judge == "anthropic"
+    assert rehearsed.scoring.judge_url.startswith("http://127.0.0.1:")
+
+
+def test_the_api_standin_speaks_each_hosted_wire_format_and_checks_keys(studies):
+    import anthropic
+    import openai
+
+    _, rehearsed = studies
+    keys = rehearsal.KEYS
+    with FakeOpenAI(rehearsal.api_answer) as api:
+        mistral = openai.OpenAI(base_url=f"{api.url}/v1", api_key=keys["MISTRAL_API_KEY"], max_retries=0)
+        chat = mistral.chat.completions.create(model="mistral-small-2603", messages=[{"role": "user", "content": "hi"}])
+        assert chat.choices[0].message.content == rehearsal.HOSTED_REPLY
+        azure = openai.AzureOpenAI(base_url=f"{api.url}/openai/deployments/gpt-5.4/", api_version="2025-04-01-preview",
+                                   api_key=keys["AZURE_OPENAI_API_KEY"], max_retries=0)
+        assert azure.chat.completions.create(model="gpt-5.4", messages=[{"role": "user", "content": "hi"}],
+                                             reasoning_effort="high").choices[0].message.content
+        sol = openai.AzureOpenAI(base_url=f"{api.url}/openai/deployments/gpt-5.6-sol/",
+                                 api_version="2025-04-01-preview", api_key=keys["AZURE_OPENAI_API_KEY"], max_retries=0)
+        reply = sol.responses.create(model="gpt-5.6-sol", input="hi", reasoning={"effort": "xhigh"})
+        assert reply.output_text == rehearsal.HOSTED_REPLY
+        judge = anthropic.Anthropic(base_url=api.url, api_key=keys["ANTHROPIC_API_KEY"], max_retries=0)
+        message = judge.messages.create(model="claude-haiku-4-5-20251001", max_tokens=16,
+                                        messages=[{"role": "user", "content": "judge"}])
+        assert message.content[0].text == rehearsal.JUDGE_REPLY
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"{api.url}/v1", api_key="wrong", max_retries=0).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}])
+        with pytest.raises(anthropic.AuthenticationError):
+            anthropic.Anthropic(base_url=api.url, api_key="wrong", max_retries=0).messages.create(
+                model="m", max_tokens=1, messages=[{"role": "user", "content": "x"}])
+    summary = rehearsal.served(api.requests)
+    assert "azure responses gpt-5.6-sol effort=xhigh" in summary and "azure chat gpt-5.4 effort=high" in summary
+    assert "mistral chat mistral-small-2603" in summary and "anthropic messages (judge)" in summary
+
+
+def test_the_hub_standin_holds_every_download_of_the_paper_config(studies, tmp_path):
+    paper, _ = studies
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF tiny")
+    repos = rehearsal.hub_repos(paper, hf, gguf)
+    for entry in paper.downloads.gguf.values():
+        assert repos[entry.repo][entry.file] == b"GGUF tiny"
+    assert all(repos[repo] == {"config.json": b"{}"} for repo in paper.downloads.bases)
+
+
+def test_stage_times_sum_the_benchmark_files(tmp_path):
+    header = "s\th:m:s\tmax_rss\n"
+    for rel, seconds in (("runs/a/marta.tsv", 2.0), ("runs/a/doha.tsv", 3.5), ("peft/2b/seed42/train.tsv", 7.0)):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{header}{seconds}\t0:00:0{int(seconds)}\t100\n")
+    assert rehearsal.stage_times(tmp_path) == {"peft train": (1, 7.0, 7.0), "runs": (2, 5.5, 3.5)}
+
+
+@pytest.mark.slow
+def test_the_rehearsal_writes_every_paper_target(tmp_path, root, capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("llama_cpp")
+    status = rehearsal.main(["--workdir", str(tmp_path / "rehearsal"), "--data", str(root)])
+    out = capsys.readouterr()
+    assert status == 0, out.err[-3000:]
+    for target in [*load_study([PAPER]).report.targets, "results/report.html"]:
+        assert (tmp_path / "rehearsal" / target).exists(), target
+    assert "time per stage" in out.out and "peft train" in out.out and "anthropic messages (judge)" in out.out
+    assert not (REPO / "results-rehearsal").exists() or os.environ.get("CI_KEEP")
