@@ -164,6 +164,8 @@ class Stats(Section):
 
 class Report(Section):
     targets: list[str] = Field([], description="files `rule all` builds beside the summaries")
+    notes: dict[str, str] = Field({}, description="table name -> a note printed under its Markdown table "
+                                                  "(what a miniature study can and cannot show)")
 
 
 class View(Section):

@@ -24,7 +24,7 @@ from metrobench.paper.markdown import PUBLISHED_COLUMN, markdown
 from metrobench.scoring.store import SCHEMA
 from metrobench.stats.cases import Cases, load_case_scores
 from metrobench.paper.tables import Skip, table2, table3, table4, table8, table9, table10
-from metrobench.study import StudyConfig
+from metrobench.study import StudyConfig, load_study
 
 HOLDOUT = ("MARTA-A-001", "MARTA-B-001", "BART-A-001", "BART-C-001")
 TRAIN = "MARTA-C-001"
@@ -557,3 +557,14 @@ def test_the_workflow_scores_the_published_student_for_table4(tmp_path):
     assert published.get("rule_agent", 0) == plain.get("rule_agent", 0) + 6
     assert "scores-tier1/model=rule-agent/system=marta" in plans[1].stdout
     assert "scores-tier1/model=rule-agent" not in plans[0].stdout
+
+
+def test_a_configured_note_is_printed_under_its_markdown_table_and_the_demo_says_what_it_shows():
+    from metrobench.paper.markdown import markdown
+
+    config = study(report={"notes": {"protocol": "A miniature: read with care."}})
+    frame = pd.DataFrame({"model": ["m"], "cases": [3]})
+    assert markdown("protocol", frame, config) == "| model | cases |\n|---|---|\n| m | 3 |\n\nA miniature: read with care.\n"
+    assert markdown("protocol", frame, study()).endswith("| m | 3 |\n")
+    demo = load_study([CONFIG.parent / "demo.yaml"]).report.notes
+    assert demo["table4"] == demo["table10"] and "learns nothing yet" in demo["table10"]

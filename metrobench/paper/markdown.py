@@ -190,6 +190,6 @@ FORMATTERS: dict[str, Callable[[pd.DataFrame, "StudyConfig | None"], str]] = {
 def markdown(name: str, frame: pd.DataFrame, config: StudyConfig | None = None) -> str:
     """Table ``name`` (``table2`` ...) as the paper prints it; any other table as its CSV's columns."""
     formatter = FORMATTERS.get(name)
-    if formatter is None:
-        return grid(list(frame.columns), frame.itertuples(index=False))
-    return formatter(frame, config)
+    text = grid(list(frame.columns), frame.itertuples(index=False)) if formatter is None else formatter(frame, config)
+    note = config.report.notes.get(name) if config is not None else None
+    return _with_notes(text, [note]) if note else text
