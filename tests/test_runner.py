@@ -191,6 +191,7 @@ def test_azure_responses_dialect_is_converted_to_the_chat_shape(bench, tmp_path,
     assert assistant["tool_calls"][0]["id"] == "call_abc" and assistant["reasoning_content"] == "plan first"
     assert record.truncated and record.error.startswith("truncated: finish_reason=length on round 2")
     assert record.input_tokens == 1800 and record.meta["cached_tokens"] == 1024
+    assert record.meta["reasoning_tokens"] == 16  # usage.output_tokens_details, summed over its rounds
 
 
 def test_malformed_arguments_multi_turn_empty_rounds_and_budget(bench, tmp_path):

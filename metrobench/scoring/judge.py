@@ -12,7 +12,10 @@ full rubric prompt, the system instruction and the judge model. The cache is
 an append-only JSONL file: a killed scoring run keeps every judgment it paid for.
 A line it cannot use (cut by a killed writer, not UTF-8, not JSON, no verdict) is
 skipped with one warning naming the file and its lines, and that judgment is asked
-again; every other line is kept, and an append after a cut line starts a new line.
+again; every other line is kept, and an append after a cut line starts a new line. A new entry also holds ``usage``
+(``input_tokens``, ``output_tokens``) where the judge's endpoint reported the tokens it
+billed (:mod:`metrobench.paper.deployment` counts the judge's cost from them); older
+entries without it read as before.
 
 Every request has a total deadline (``timeout`` seconds from sending to the last
 byte), not only a per-read one: a server trickling its reply a byte at a time is cut
@@ -52,6 +55,19 @@ class Backend(Protocol):
     model: str
 
     def complete(self, system: str, prompt: str) -> str: ...
+
+
+class JudgeText(str):
+    """A backend's reply text, with the tokens its endpoint billed for it (``usage``; None: not reported)."""
+
+    usage: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, text: str, input_tokens: Any, output_tokens: Any) -> "JudgeText":
+        reply = cls(text)
+        if isinstance(input_tokens, int) and isinstance(output_tokens, int):
+            reply.usage = {"input_tokens": input_tokens, "output_tokens": output_tokens}
+        return reply
 
 
 class RetryableError(Exception):
@@ -150,7 +166,9 @@ class AnthropicBackend:
             text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
         except (AttributeError, TypeError) as exc:
             raise _malformed("anthropic", message, exc) from None
-        return without_surrogates(text)
+        usage = getattr(message, "usage", None)
+        return JudgeText.of(without_surrogates(text), getattr(usage, "input_tokens", None),
+                            getattr(usage, "output_tokens", None))
 
 
 class OpenAIBackend:
@@ -180,7 +198,9 @@ class OpenAIBackend:
             content = reply.choices[0].message.content
         except (AttributeError, TypeError, IndexError, KeyError) as exc:
             raise _malformed("openai", reply, exc) from None
-        return without_surrogates(content) if isinstance(content, str) else ""
+        usage = getattr(reply, "usage", None)
+        return JudgeText.of(without_surrogates(content) if isinstance(content, str) else "",
+                            getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
 
 
 def _check_endpoint(backend: str, base_url: str | None, api_key_env: str) -> None:
@@ -311,7 +331,9 @@ class Judge:
                                           f"(case {task.case_id}, {task.component})") from None
                 time.sleep(backoff_delay(attempt, self.base_delay, exc.retry_after))
         score, reason = parse_reply(raw)
-        return {"score": score, "reason": reason, "raw": raw.strip()}
+        verdict: dict[str, Any] = {"score": score, "reason": reason, "raw": raw.strip()}
+        usage = getattr(raw, "usage", None)
+        return verdict if usage is None else {**verdict, "usage": usage}
 
     def _resolve_one(self, task: JudgeTask) -> dict[str, Any]:
         key = cache_key(task, self.model)

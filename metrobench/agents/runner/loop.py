@@ -16,6 +16,8 @@ Unlike the reference, tool-call arguments that are not valid JSON are fed
 back to the model as a tool error (and recorded) instead of ending the case;
 the conversation carries that call on with ``{}`` as its arguments
 (:func:`replayable`), since template-rendering servers refuse invalid JSON there.
+Reasoning tokens, where the endpoint reports them, are summed over the case's rounds into
+``meta["reasoning_tokens"]`` (a part of ``output_tokens``; absent where no reply said).
 A reply whose calls are written as ``<tool_call>`` blocks in its text is taken
 as calling those tools, per the model config's ``tool_parser``
 (:mod:`metrobench.agents.runner.tool_parsing`); a block that cannot be read is fed
@@ -110,6 +112,7 @@ class CaseRun:
         self.record = CaseRecord(case_id=case.id, model=model, system=system.name)
         self.model_ms = 0.0
         self.cached_tokens = 0
+        self.reasoning_tokens: int | None = None  # None until an endpoint reply reports them
         self.text_calls = 0  # calls parsed from text so far (their ids: call_text_1, ...)
 
     def finish(self, start: float) -> CaseRecord:
@@ -119,6 +122,8 @@ class CaseRun:
         record.e2e_ms = round((time.perf_counter() - start) * 1000, 1)
         record.meta["model_ms"] = round(self.model_ms, 1)
         record.meta["cached_tokens"] = self.cached_tokens
+        if self.reasoning_tokens is not None:
+            record.meta["reasoning_tokens"] = self.reasoning_tokens
         mark_ending(record)
         return record
 
@@ -194,6 +199,8 @@ async def run_case(client: ChatClient, system: SystemData, case: Case, *, model:
             record.input_tokens += reply.prompt_tokens
             record.output_tokens += reply.completion_tokens
             state.cached_tokens += reply.cached_tokens or 0
+            if reply.reasoning_tokens is not None:
+                state.reasoning_tokens = (state.reasoning_tokens or 0) + reply.reasoning_tokens
             if round_index == 0:
                 record.ttft_ms = round(reply.elapsed_ms, 1)
             message, text_calls = take_reply(state, reply.message, tool_parser, round_index)

@@ -16,7 +16,9 @@ as a retryable endpoint failure. What is accepted:
   whose ``name`` is a string and whose ``arguments`` are a string, an object or
   null (the loop feeds unreadable arguments back to the model, as before).
 * token counts: integers (or null/absent, read as 0); a string, a boolean or a
-  fraction is malformed.
+  fraction is malformed. Reasoning tokens (``usage.completion_tokens_details.reasoning_tokens``;
+  the Responses API's ``usage.output_tokens_details.reasoning_tokens``) are a part of the
+  completion tokens, kept apart where the endpoint reports them (None where it does not).
 
 Lone surrogates (``"\\ud800"``, which JSON may carry but UTF-8 cannot) become
 U+FFFD REPLACEMENT CHARACTER everywhere in the body before anything reads it,
@@ -47,6 +49,7 @@ class ChatReply:
     completion_tokens: int = 0
     cached_tokens: int | None = None
     elapsed_ms: float = 0.0
+    reasoning_tokens: int | None = None  # of completion_tokens; None: the endpoint does not say
 
 
 def snippet(value: Any) -> str:
@@ -150,19 +153,23 @@ def token_count(usage: dict[str, Any], key: str, where: str = "usage") -> int:
     return value
 
 
+def _detail(usage: dict[str, Any], details: str, key: str) -> int | None:
+    """``usage.<details>.<key>`` as a token count; None when the endpoint does not report it."""
+    extra = usage.get(details)
+    if extra is None:
+        return None
+    if not isinstance(extra, dict):
+        raise MalformedReply(f"usage.{details} is {_kind(extra)}, not an object")
+    return token_count(extra, key, f"usage.{details}") if extra.get(key) is not None else None
+
+
 def _usage(body: dict[str, Any], details: str, cached_key: str = "cached_tokens") -> tuple[dict, int | None]:
     usage = body.get("usage")
     if usage is None:
         return {}, None
     if not isinstance(usage, dict):
         raise MalformedReply(f"usage is {_kind(usage)}, not an object")
-    extra = usage.get(details)
-    if extra is None:
-        return usage, None
-    if not isinstance(extra, dict):
-        raise MalformedReply(f"usage.{details} is {_kind(extra)}, not an object")
-    return usage, (token_count(extra, cached_key, f"usage.{details}") if extra.get(cached_key) is not None
-                   else None)
+    return usage, _detail(usage, details, cached_key)
 
 
 def checked_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +199,8 @@ def chat_reply(body: Any) -> ChatReply:
         raise MalformedReply(f"choices[0].finish_reason is {_kind(finish)}, not a string")
     usage, cached = _usage(body, "prompt_tokens_details")
     return ChatReply(checked_message(choice["message"]), finish, token_count(usage, "prompt_tokens"),
-                     token_count(usage, "completion_tokens"), cached)
+                     token_count(usage, "completion_tokens"), cached,
+                     reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"))
 
 
 def chat_from_responses(response: dict[str, Any]) -> ChatReply:
@@ -222,7 +230,7 @@ def chat_from_responses(response: dict[str, Any]) -> ChatReply:
         finish = "tool_calls" if calls else "stop"
     usage, cached = _usage(response, "input_tokens_details")
     return ChatReply(message, finish, token_count(usage, "input_tokens"), token_count(usage, "output_tokens"),
-                     cached)
+                     cached, reasoning_tokens=_detail(usage, "output_tokens_details", "reasoning_tokens"))
 
 
 def responses_reply(body: Any) -> ChatReply:
