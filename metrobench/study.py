@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, TypeVar, get_args
 
@@ -229,6 +230,21 @@ class Throughput(Section):
                                                             "(<size>-<variant> falls back to <size>)")
 
 
+#: The date a price was read: YAML's unquoted 2026-03-01 (a date) or the same text.
+PriceDate = Annotated[date, WithJsonSchema({"description": "YYYY-MM-DD (the date the prices were read)"})]
+
+
+class Price(Section):
+    """What a hosted model (or the judge) charges, in US dollars per million tokens, as read on a date."""
+
+    input: float = Field(ge=0, description="USD per million input (prompt) tokens")
+    output: float = Field(ge=0, description="USD per million output (completion) tokens")
+    reasoning: float | None = Field(None, ge=0, description="USD per million reasoning tokens, where billed "
+                                                            "apart (empty: they are output tokens)")
+    read: PriceDate = Field(description="the date the prices were read")
+    source: str = Field("", description="where they were read (the price page's URL)")
+
+
 class StudyConfig(Section):
     """One study: data, models, teachers, students, scoring, statistics and what to report."""
 
@@ -264,6 +280,9 @@ class StudyConfig(Section):
     downloads: Downloads = Field(Downloads(), description="models fetched from the hub by name, locked (metrobench/hub/)")
     throughput: Throughput = Field(Throughput(), description="what a case and a training run cost "
                                                              "(`metrobench plan`)")
+    prices: dict[str, Price] = Field({}, description="hosted model name, judge model id or fnmatch pattern -> "
+                                                    "its price (the deployment table; the first match counts; "
+                                                    "none: not priced)")
 
     @model_validator(mode="before")
     @classmethod

@@ -93,3 +93,42 @@ def figure5(sweep: pd.DataFrame, path: Path) -> None:
     ax.set_ylabel("PEFT gain (Tier 1 points)")
     _save(fig, path)
     plt.close(fig)
+
+
+def _quality_panel(ax, frame: pd.DataFrame, x: str, scale: float, xlabel: str, empty: str) -> None:
+    """One panel of Figure ``figure-deployment``: Tier 1 with its interval against ``x``, the front joined."""
+    frame = frame[frame[x].notna()].sort_values(x)
+    ax.set_xlabel(xlabel)
+    if frame.empty:
+        ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, color="#777777")
+        ax.set_xticks([])
+        return
+    xs = frame[x].astype(float) / scale
+    errors = [frame["tier1"] - frame["tier1_lo"], frame["tier1_hi"] - frame["tier1"]]
+    ax.errorbar(xs, frame["tier1"], yerr=errors, fmt="none", ecolor="#999999", capsize=3, linewidth=1)
+    front = frame["pareto"].astype(bool).to_numpy()
+    ax.scatter(xs[~front], frame["tier1"][~front], facecolors="white", edgecolors="#4c72b0", zorder=3,
+               label="dominated")
+    ax.scatter(xs[front], frame["tier1"][front], color="#c44e52", zorder=3, label="Pareto front")
+    ax.step(xs[front], frame["tier1"][front], where="post", color="#c44e52", linewidth=1, alpha=0.6)
+    for value, (_, row) in zip(xs, frame.iterrows()):
+        ax.annotate(str(row["model"]), (value, row["tier1"]), textcoords="offset points", xytext=(4, 4),
+                    fontsize=7)
+    if len(frame) > 1 and xs.min() > 0 and xs.max() / xs.min() > 20:
+        ax.set_xscale("log")
+    ax.legend(loc="lower right", fontsize=7)
+
+
+def figure_deployment(quality: pd.DataFrame, path: Path) -> None:
+    """Held-out Tier 1 (95% interval) against footprint (local: GGUF GB) and cost (hosted: USD / 1,000 cases)."""
+    plt = _pyplot()
+    fig, (local, hosted) = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True)
+    _quality_panel(local, quality[quality["kind"] == "local"], "gguf_bytes", 1e9, "GGUF size on disk (GB)",
+                   "no local rows")
+    _quality_panel(hosted, quality[quality["kind"] == "hosted"], "usd_per_1k_cases", 1.0,
+                   "USD per 1,000 cases (config prices)", "no priced hosted rows")
+    local.set_ylabel("held-out Tier 1")
+    local.set_title("local (llama.cpp)", fontsize=9)
+    hosted.set_title("hosted", fontsize=9)
+    _save(fig, path)
+    plt.close(fig)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from metrobench import layout
-from metrobench.paper import figures, serving_tables
+from metrobench.paper import deployment, figures, serving_tables
 from metrobench.paper import tables as T
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
@@ -30,7 +30,7 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
 
     loaded: list = []
 
-    def cases():   # read once, and only by the tables that need scores (not Tables 5 and 6)
+    def cases():   # read once, and only by the tables that need scores (not Tables 5, 6, deployment)
         if not loaded:
             loaded.append(load_case_scores(read_scores(scores)))
         return loaded[0]
@@ -53,12 +53,15 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
         "table5": lambda: serving_tables.table5(config, results),
         "table6": lambda: serving_tables.table6(config, results),
         "categories": lambda: T.category_matrix(cases(), config, "holdout"),
+        "deployment": lambda: deployment.deployment(config, results, scores),
+        "quality_cost": lambda: deployment.quality_cost(cases(), config, results),
     }
     drawings = {
         "figure2": ("table2", lambda p: figures.figure2(frames["table2"], p)),
         "figure3": ("categories", lambda p: figures.figure3(frames["categories"], p)),
         "figure4": ("categories", lambda p: figures.figure4(frames["categories"], baseline, p)),
         "figure5": ("table4", lambda p: figures.figure5(frames["table4"], p)),
+        "figure-deployment": ("quality_cost", lambda p: figures.figure_deployment(frames["quality_cost"], p)),
     }
     tables_wanted = [n for n in builders if not only or n in only]
     figures_wanted = [n for n in drawings if not only or n in only]

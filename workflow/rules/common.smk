@@ -219,6 +219,20 @@ def served_runs():
     )
 
 
+def deployment_models():
+    """The deployment table's models: every model of each non-reference leaderboard row (seeds pooled)."""
+    return members([r.model for r in STUDY.leaderboard if not r.reference])
+
+
+def deployment_runs():
+    """The transcripts the deployment table reads: its models' runs."""
+    return expand(
+        layout.run_path("{model}", "{system}"),
+        model=deployment_models(),
+        system=SYSTEMS,
+    )
+
+
 STATS = STUDY.stats
 LEADERBOARD = members([row.model for row in STUDY.leaderboard])
 BASES = [spec.base_model for spec in STUDENTS.values()]
@@ -244,14 +258,18 @@ TABLE_INPUTS = {
     # Tables 5 and 6 are read from the runs' recorded settings and serving, not the config.
     "table5": served_runs(),
     "table6": served_runs(),
+    # What each row costs, from its runs (the judge's rows from the judge cache, when there).
+    "deployment": deployment_runs(),
+    "quality_cost": deployment_runs() + scores_of(deployment_models(), tier1=True),
 }
 # Tables that read Tier 1 only: scored with --judge none, so they never need a judge's key.
-TIER1_TABLES = {"table4"}
+TIER1_TABLES = {"table4", "quality_cost"}
 FIGURE_SOURCE = {
     "figure2": "table2",
     "figure3": "categories",
     "figure4": "categories",
     "figure5": "table4",
+    "figure-deployment": "quality_cost",
 }
 
 
