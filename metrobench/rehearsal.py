@@ -270,7 +270,7 @@ def rehearse(workdir: Path, data: Path, cores: int) -> str:
             workdir, env, logs / "lock.log")
         # (the targets first: --configfile and --config take every word after them)
         snake = [python, "-m", "snakemake", *targets, "--cores", str(cores), "--configfile", *configs,
-                 "--resources", f"gpu={cores}", "--config", f"data={{path: {data}, commit: {study.data.commit}}}"]
+                 "--resources", f"gpu={cores}", "--scheduler", "greedy", "--config", f"data={{path: {data}, commit: {study.data.commit}}}"]
         phases["snakemake: every paper target"] = run_phase(
             "snakemake", snake, workdir, env, logs / "snakemake.log", progress=True)
         phases["snakemake --report"] = run_phase(
