@@ -147,8 +147,8 @@ def test_cost_arithmetic_and_a_served_file_that_is_not_the_recorded_one(tmp_path
     assert case_cost(price.model_copy(update={"reasoning": 0}), 1000, 500, 500) == pytest.approx(0.002)
     # the config now serves another file than the records name: its size is not this run's
     (tmp_path / "other.gguf").write_bytes(b"\0" * 7)
-    moved = config(tmp_path, models={"loc": {"provider": "llama_cpp", "serving": {"gguf": str(tmp_path / "other.gguf")}},
-                                     "api": {"provider": "openai"}, "free": {"provider": "mistral"}})
+    served = {"provider": "llama_cpp", "serving": {"gguf": str(tmp_path / "other.gguf")}}
+    moved = config(tmp_path, models={"loc": served, "api": {"provider": "openai"}, "free": {"provider": "mistral"}})
     frame = deployment(moved, results)
     local = frame[frame["model"] == "Local"].iloc[0]
     assert local["gguf_bytes"] is pd.NA and local["gpu_s_per_case"] == 1.4
@@ -215,7 +215,8 @@ def test_quality_against_cost_and_its_figure(tmp_path, results, monkeypatch):
     front = [c for c in local.collections if c.get_label() == "Pareto front"][0]
     assert front.get_offsets().tolist() == [[1234 / 1e9, 50.0], [1500 / 1e9, 80.0]]
     assert [t.get_text() for t in hosted.texts] == ["api"]
-    assert (local.get_xlabel(), hosted.get_xlabel()) == ("GGUF size on disk (GB)", "USD per 1,000 cases (config prices)")
+    assert (local.get_xlabel(), hosted.get_xlabel()) == ("GGUF size on disk (GB)",
+                                                         "USD per 1,000 cases (config prices)")
 
 
 def test_report_builds_the_table_and_the_figure(tmp_path, results):

@@ -165,7 +165,8 @@ def local_columns(config: StudyConfig, results: Path, runs: dict[str, list[CaseR
             sizes.append(size)
         gpu = gpu or bool(serving.get("n_gpu_layers"))
         slots = max(1, int(serving.get("parallel") or 1))
-        seconds += [r.meta["model_ms"] / 1000 / slots for r in records if isinstance(r.meta.get("model_ms"), (int, float))]
+        timed = [r.meta["model_ms"] for r in records if isinstance(r.meta.get("model_ms"), (int, float))]
+        seconds += [ms / 1000 / slots for ms in timed]
     return {"gguf_bytes": int(np.mean(sizes)) if sizes else None, "served_on": "gpu" if gpu else "cpu",
             "gpu_s_per_case": _stats(seconds, "mean", 3)}
 
@@ -218,7 +219,10 @@ def judge_rows(config: StudyConfig, cache: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def leaderboard_runs(config: StudyConfig, results: Path) -> tuple[list[tuple[str, dict[str, list[CaseRecord]]]], list[str]]:
+Runs = dict[str, list[CaseRecord]]  # model -> its records
+
+
+def leaderboard_runs(config: StudyConfig, results: Path) -> tuple[list[tuple[str, Runs]], list[str]]:
     """(label, {model: its records}) per non-reference leaderboard row with runs; and the rows without."""
     runs_dir = Path(layout.runs_root(str(results)))
     rows, missing = [], []
