@@ -74,6 +74,18 @@ class FakeHub:
         payload = json.dumps({"error": code}).encode()
         self._send(handler, status, payload, {"Content-Type": "application/json", "X-Error-Code": code}, body)
 
+    def _commit_or_refuse(self, handler, body: bool, repo: str | None, revision: str) -> str | None:
+        """The commit ``revision`` of ``repo`` resolves to; else the hub's error is sent and None returned."""
+        if repo is None or repo not in self.repos:
+            self._error(handler, body, 404, "RepoNotFound")
+        elif repo in self.gated:
+            self._error(handler, body, 401, "GatedRepo")
+        elif self._commit_of(revision) is None:
+            self._error(handler, body, 404, "RevisionNotFound")
+        else:
+            return self._commit_of(revision)
+        return None
+
     def _commit_of(self, revision: str) -> str | None:
         if revision in self.branches:
             return self.branches[revision]
@@ -87,13 +99,9 @@ class FakeHub:
             return self._api(handler, path[len("/api/models/"):], parse_qs(url.query), body)
         repo, sep, rest = path.lstrip("/").partition("/resolve/")
         revision, _, name = rest.partition("/")
-        if not sep or repo not in self.repos:
-            return self._error(handler, body, 404, "RepoNotFound")
-        if repo in self.gated:
-            return self._error(handler, body, 401, "GatedRepo")
-        commit = self._commit_of(revision)
+        commit = self._commit_or_refuse(handler, body, repo if sep else None, revision)
         if commit is None:
-            return self._error(handler, body, 404, "RevisionNotFound")
+            return None
         if name not in self.repos[repo]:
             return self._error(handler, body, 404, "EntryNotFound")
         if commit != revision:  # a branch: to the same file at its commit, as the hub redirects
@@ -131,13 +139,9 @@ class FakeHub:
         else:
             return self._error(handler, body, 404, "RepoNotFound")
         revision = tail.split("/", 1)[0]
-        if repo not in self.repos:
-            return self._error(handler, body, 404, "RepoNotFound")
-        if repo in self.gated:
-            return self._error(handler, body, 401, "GatedRepo")
-        commit = self._commit_of(revision)
+        commit = self._commit_or_refuse(handler, body, repo, revision)
         if commit is None:
-            return self._error(handler, body, 404, "RevisionNotFound")
+            return None
         files = self.repos[repo]
         if kind == "/tree/":
             answer = [{"type": "file", "path": n, "size": len(d), "oid": git_sha1(d)} for n, d in sorted(files.items())]
