@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from metrobench.atomic import write_text
+from metrobench.data.root import sha256_file
 
 #: The fields a resume compares, with the words that name them in an error.
 COMPARED = {"build": "llama-server build", "gguf_sha256": "GGUF file (SHA-256)",
@@ -56,12 +57,8 @@ def gguf_sha256(path: Path | str) -> str:
         known = {}
     if key in known:
         return known[key]
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
     known = {k: v for k, v in known.items() if not k.startswith(f"{path}|")}
-    known[key] = digest.hexdigest()
+    known[key] = sha256_file(path)
     try:
         write_text(cache, json.dumps(known, indent=1, sort_keys=True) + "\n")
     except OSError:

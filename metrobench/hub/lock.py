@@ -32,6 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from metrobench.atomic import write_text
+from metrobench.data.root import sha256_file
 from metrobench.errors import MetrobenchError
 
 DEFAULT_LOCK = "config/models.lock.yaml"
@@ -155,14 +156,6 @@ def unlocked(downloads: Any, lock: LockFile) -> list[str]:
     return [p for p in downloads.gguf if p not in lock.gguf] + [r for r in downloads.bases if r not in lock.bases]
 
 
-def sha256_of(path: Path | str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def git_sha1_of(path: Path | str) -> str:
     """The Git blob id of a file (what the hub lists for files not stored in LFS)."""
     path = Path(path)
@@ -179,7 +172,7 @@ def file_problem(path: Path, expected: FileDigest | LockedGguf) -> str | None:
     if size != expected.size:
         return f"size {size} bytes, the lock says {expected.size}"
     if expected.sha256 is not None:
-        got = sha256_of(path)
+        got = sha256_file(Path(path))
         return None if got == expected.sha256 else f"SHA-256 {got}, the lock says {expected.sha256}"
     git_sha1 = getattr(expected, "git_sha1", None)
     if git_sha1 is not None:
@@ -193,7 +186,7 @@ def adopt(lock: LockFile, path: Path | str) -> LockedGguf:
     file = Path(path)
     if not file.is_file():
         raise MetrobenchError(f"{path}: no such file to adopt")
-    entry = LockedGguf(source="local", size=file.stat().st_size, sha256=sha256_of(file))
+    entry = LockedGguf(source="local", size=file.stat().st_size, sha256=sha256_file(file))
     lock.gguf[str(path)] = entry
     return entry
 
