@@ -23,6 +23,17 @@ def python_last_line(code: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+def workflow_copy(tmp: Path) -> Path:
+    """The workflow's files in a fresh folder (no results, no .snakemake state), for plans and runs."""
+    for name in ("Snakefile", "workflow", "config", "peft", "profiles"):
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tmp / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, tmp / name)
+    return tmp
+
+
 def data_root() -> Path:
     env = os.environ.get("METROBENCH_DATA")
     root = Path(env) if env else REPO.parent / "shared" / "metrollm-bench"

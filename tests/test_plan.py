@@ -8,17 +8,16 @@ file, not from the planner, and the expected costs from the config's throughput 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from conftest import workflow_copy
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
 from metrobench.plan import Row, parse_jobs, plan, render
 
-REPO = Path(__file__).resolve().parents[1]
 SPLIT = "data/splits/v23_holdout75_seed42.json"
 TINY = {"prompt_tps": 1000.0, "decode_tps": 100.0, "prompt_tokens": 2000.0, "completion_tokens": 500.0}
 TINY_S = 2000 / 1000 + 500 / 100                       # GPU-seconds per case: 7
@@ -47,13 +46,7 @@ def small_config(root: Path, sample: int | None = None) -> dict:
 
 @pytest.fixture(scope="module")
 def workflow(tmp_path_factory, root: Path) -> Path:
-    cwd = tmp_path_factory.mktemp("plan")
-    for name in ("Snakefile", "workflow", "config", "peft", "profiles"):
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, cwd / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(source, cwd / name)
+    cwd = workflow_copy(tmp_path_factory.mktemp("plan"))
     (cwd / "small.yaml").write_text(yaml.safe_dump(small_config(root)))
     (cwd / "sampled.yaml").write_text(yaml.safe_dump(small_config(root, sample=3)))
     return cwd

@@ -236,16 +236,12 @@ def test_a_tiny_qwen3_5_student_is_served_the_text_it_was_trained_on(tmp_path, m
 def test_the_workflow_serves_each_student_with_its_recipes_thinking(tmp_path):
     """Paper-recipe students (Qwen3.5's template) are benched with --thinking, the demo's SmolLM2 ones without."""
     import os
-    import shutil
     import subprocess
     import sys
 
-    for name in ("Snakefile", "workflow", "config", "peft", "profiles"):
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-        elif source.exists():
-            shutil.copy(source, tmp_path / name)
+    from conftest import workflow_copy
+
+    workflow_copy(tmp_path)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     pattern = re.compile(r"metrobench bench .*?--model (\S+) --gguf \S+ (--(?:no-)?thinking) ")
     for config, expected in ((None, "--thinking"), ("config/demo.yaml", "--no-thinking")):

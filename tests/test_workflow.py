@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,20 +13,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from conftest import workflow_copy
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 ENV = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-
-
-def workflow_copy(tmp: Path) -> Path:
-    """The workflow's files in a fresh folder (no results, no .snakemake state)."""
-    for name in ("Snakefile", "workflow", "config", "peft", "profiles"):
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, tmp / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(source, tmp / name)
-    return tmp
 
 
 def snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
