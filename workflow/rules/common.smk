@@ -185,6 +185,11 @@ def scores_of(models, tier1=False):
     )
 
 
+def runs_of(models):
+    """Transcripts of these models, one per system (what the tables read from the runs themselves)."""
+    return expand(layout.run_path("{model}", "{system}"), model=models, system=SYSTEMS)
+
+
 def sample_flag():
     """`--sample N` when the config runs a stratified sample of cases (the CPU demo)."""
     sample = STUDY.bench.sample
@@ -212,25 +217,12 @@ def served_runs():
     """The transcripts Tables 5 and 6 read: one model per leaderboard row, and Table 3's models."""
     rows = [r.model for r in STUDY.leaderboard if not r.reference]
     models = [members([m])[0] for m in rows] + [c.model for c in STUDY.sensitivity]
-    return expand(
-        layout.run_path("{model}", "{system}"),
-        model=list(dict.fromkeys(models)),
-        system=SYSTEMS,
-    )
+    return runs_of(list(dict.fromkeys(models)))
 
 
 def deployment_models():
     """The deployment table's models: every model of each non-reference leaderboard row (seeds pooled)."""
     return members([r.model for r in STUDY.leaderboard if not r.reference])
-
-
-def deployment_runs():
-    """The transcripts the deployment table reads: its models' runs."""
-    return expand(
-        layout.run_path("{model}", "{system}"),
-        model=deployment_models(),
-        system=SYSTEMS,
-    )
 
 
 STATS = STUDY.stats
@@ -248,19 +240,16 @@ TABLE_INPUTS = {
     + [layout.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
     "table9": scores_of(members(STATS.bootstrap_models)),
     "protocol": scores_of(members(STATS.bootstrap_models))
-    + expand(
-        layout.run_path("{model}", "{system}"),
-        model=members(STATS.bootstrap_models),
-        system=SYSTEMS,
-    ),
+    + runs_of(members(STATS.bootstrap_models)),
     "table10": scores_of(members([m for pair in STATS.comparisons for m in pair])),
     "categories": scores_of(members(STATS.category_models)),
     # Tables 5 and 6 are read from the runs' recorded settings and serving, not the config.
     "table5": served_runs(),
     "table6": served_runs(),
     # What each row costs, from its runs (the judge's rows from the judge cache, when there).
-    "deployment": deployment_runs(),
-    "quality_cost": deployment_runs() + scores_of(deployment_models(), tier1=True),
+    "deployment": runs_of(deployment_models()),
+    "quality_cost": runs_of(deployment_models())
+    + scores_of(deployment_models(), tier1=True),
 }
 # Tables that read Tier 1 only: scored with --judge none, so they never need a judge's key.
 TIER1_TABLES = {"table4", "quality_cost"}
