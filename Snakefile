@@ -2,7 +2,7 @@
 # Rules live in workflow/rules/ by stage; logic lives in the metrobench package.
 
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("8.0")
 
@@ -14,9 +14,6 @@ if not workflow.overwrite_configfiles:
     configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
-
-
 # `snakemake --report results/report.html`: this description, then every table and
 # figure the run made, each with its caption from workflow/report/.
 report: "workflow/report/workflow.rst"
@@ -24,7 +21,7 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
-include: "workflow/rules/bench.smk"
+include: "workflow/rules/runs.smk"
 include: "workflow/rules/teacher.smk"
 include: "workflow/rules/peft.smk"
 include: "workflow/rules/models.smk"
@@ -33,8 +30,8 @@ include: "workflow/rules/stats.smk"
 
 rule all:
     input:
-        "results/partition.json",
-        layout.summary_path("rule-agent"),
+        layout.split_path(),
+        layout.summary_path(RULE_AGENT),
         expand(
             layout.summary_path("{model}"),
             model=STUDY.bench.run,

@@ -1,4 +1,4 @@
-"""metrobench.study: the typed study config, its loading errors and the workflow schema made from it."""
+"""metrobench.study: the typed study config, its loading errors, and the defaults file and schema made from it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import yaml
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
-from metrobench.study import SCHEMA_PATH, StudyConfig, json_schema, load_study, schema_text
+from metrobench.study import DEFAULTS_PATH, SCHEMA_PATH, Section, StudyConfig, defaults_text, json_schema, \
+    load_study, schema_text
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = ["config/config.yaml", "config/demo.yaml", "config/mini-study.yaml"]
@@ -22,7 +23,7 @@ def _write(path: Path, value: dict) -> str:
 
 
 def with_defaults(config: dict) -> dict:
-    """``config`` validated against the schema with its defaults filled in, as Snakemake's validate does."""
+    """``config`` validated against the JSON schema with its defaults filled in (as an editor's checker would)."""
     base = jsonschema.Draft202012Validator
     check_properties = base.VALIDATORS["properties"]
 
@@ -38,14 +39,59 @@ def with_defaults(config: dict) -> dict:
 
 
 @pytest.mark.parametrize("path", CONFIGS)
-def test_the_study_configs_load_and_pass_the_workflow_schema(path):
+def test_the_study_configs_load_and_pass_the_schema(path):
     study = load_study([REPO / path])
     raw = yaml.safe_load((REPO / path).read_text())
-    assert study.systems == raw["systems"] and study.data.commit == raw["data"]["commit"]
     assert set(study.models) == set(raw["models"])
     filled = with_defaults(raw)
-    # what Snakemake hands on (the merged config, defaults filled in) is the same study
+    # the JSON schema agrees with the model: the config with its defaults filled in is the same study
     assert StudyConfig.model_validate(filled) == study
+
+
+@pytest.mark.parametrize("path", CONFIGS)
+def test_the_study_configs_state_only_what_differs_from_the_defaults(path):
+    study, defaults = load_study([REPO / path]), StudyConfig()
+    raw = yaml.safe_load((REPO / path).read_text())
+    restated = []
+    for key in (k for k in raw if not k.startswith("x-")):
+        ours, default = getattr(study, key), getattr(defaults, key)
+        if isinstance(default, Section):
+            restated += [f"{key}.{sub}" for sub in raw[key] if getattr(ours, sub) == getattr(default, sub)]
+        elif ours == default:
+            restated.append(key)
+    assert restated == [], f"{path} restates defaults (config/defaults.yaml): {restated}"
+
+
+def test_the_committed_defaults_are_the_generated_ones():
+    assert (REPO / DEFAULTS_PATH).read_text() == defaults_text(), \
+        "regenerate: python -m metrobench.study --defaults > config/defaults.yaml"
+    # the file is a config whose every value is the default, every field named in model order
+    assert load_study([REPO / DEFAULTS_PATH]) == StudyConfig()
+    raw = yaml.safe_load(defaults_text())
+    assert list(raw) == list(StudyConfig.model_fields)
+    assert list(raw["students"] or {}) == [] and "max_length:" in defaults_text()    # entries' keys as comments
+
+
+def test_defaults_that_depend_on_other_keys_are_the_models():
+    assert StudyConfig().stats.errata_models == ["rule-agent"]
+    assert StudyConfig().view_models() == ["rule-agent"]
+    demo = load_study([REPO / "config/demo.yaml"])
+    # no view.models: the leaderboard's, student groups expanded to their seeds
+    assert demo.view_models() == ["smollm2-135m", "smollm2-peft-s42", "smollm2-peft-s43", "rule-agent"]
+    chosen = demo.model_copy(update={"view": demo.view.model_copy(update={"models": ["smollm2-peft"]})})
+    assert chosen.view_models() == ["smollm2-peft-s42", "smollm2-peft-s43"]
+
+
+def test_a_student_caps_the_recipe_s_steps_and_length(tmp_path):
+    base = str(REPO / "config/demo.yaml")
+    capped = _write(tmp_path / "capped.yaml", {"students": {"smollm2": {"max_steps": 1, "max_length": 256}}})
+    student = load_study([base, capped]).students["smollm2"]
+    assert (student.max_steps, student.max_length) == (1, 256)
+    assert load_study([base]).students["smollm2"].max_length is None         # the recipe's
+    zero = _write(tmp_path / "zero.yaml", {"students": {"smollm2": {"max_length": 0}}})
+    with pytest.raises(MetrobenchError, match=r"zero\.yaml: field students\.smollm2\.max_length: Input should be "
+                                              r"greater than or equal to 1"):
+        load_study([base, zero])
 
 
 def test_the_committed_schema_is_the_generated_one():
@@ -63,7 +109,7 @@ def test_a_misspelt_key_is_one_error_naming_the_file_and_the_field(tmp_path):
     top = _write(tmp_path / "top.yaml", {"leaderbord": []})
     with pytest.raises(MetrobenchError, match=r"top\.yaml: field leaderbord: Extra inputs are not permitted"):
         load_study([base, top])
-    # the workflow's schema rejects it too, before any job is planned
+    # the JSON schema (documentation for editors) names the same keys: it rejects it too
     with pytest.raises(jsonschema.ValidationError, match="leaderbord"):
         with_defaults({**yaml.safe_load(Path(base).read_text()), "leaderbord": []})
     # YAML anchors under x- keys are not config keys
