@@ -17,7 +17,7 @@ Naming rules:
   each GGUF by file name).
 
 Paths are strings with ``/`` (what Snakemake's patterns are); a wildcard is
-passed as its pattern, e.g. ``run_path("{model}", "{system}")``.
+passed as its pattern, e.g. ``run_path("{model}", "{system}", "{partition}")``.
 """
 
 from __future__ import annotations
@@ -96,19 +96,73 @@ train_metrics = _in_seed_dir(f"{ADAPTER}/{TRAIN_METRICS}",
                              "What training wrote beside the adapter: wall time, adapter bytes, the recipe (Table 8).")
 
 
-def runs_root(root: str = RESULTS) -> str:
-    """The folder of every model's transcripts: ``<runs>/<model>/<system>.jsonl``."""
-    return f"{root}/runs"
+def data_clone(root: str = RESULTS) -> str:
+    """The benchmark cloned at its pinned commit, when the config names no local copy."""
+    return f"{root}/data/metrollm-bench"
 
 
-def run_path(model: str, system: str, root: str = RESULTS) -> str:
-    """One benchmark run: the transcript of a model on a system's cases."""
-    return f"{root}/runs/{model}/{system}.jsonl"
+def data_verified(root: str = RESULTS) -> str:
+    """The stamp of the benchmark's checked digests."""
+    return f"{root}/data/verified.json"
 
 
-def scores_root(tier1: bool = False, root: str = RESULTS) -> str:
-    """The Parquet scores folder; ``tier1``: scored without the judge (what Table 4 reads)."""
-    return f"{root}/scores{'-tier1' if tier1 else ''}"
+def split_path(root: str = RESULTS) -> str:
+    """The train/held-out split every run and score reads."""
+    return f"{root}/partition.json"
+
+
+def base_stamp(base: str, root: str = RESULTS) -> str:
+    """The stamp of a student base downloaded at its locked commit (a hub id may hold ``/``)."""
+    return f"{root}/models/{base}.json"
+
+
+def train_work(size: str, seed: int | str, root: str = RESULTS) -> str:
+    """Training's checkpoints of one seed, kept across killed jobs so a rerun resumes."""
+    return f"{root}/work/peft/{size}/seed{seed}"
+
+
+def benchmark_path(job: str, root: str = RESULTS) -> str:
+    """A job's Snakemake ``benchmark:`` record (wall time, memory), read by ``metrobench plan``."""
+    return f"{root}/benchmarks/{job}.tsv"
+
+
+def viewer_dir(root: str = RESULTS) -> str:
+    """The case viewer's static site."""
+    return f"{root}/view"
+
+
+def work_path(model: str, system: str, root: str = RESULTS) -> str:
+    """A model's one growing transcript of a system: every case it ran, whichever view asked.
+
+    Runs append here and resume from here (per case); the views below are cut from it, so
+    a case two targets read (a teacher's train case, also in its benchmark row) runs once.
+    """
+    return f"{root}/work/{model}/{system}.jsonl"
+
+
+def runs_root(partition: str, root: str = RESULTS) -> str:
+    """The folder of one view's transcripts: ``<runs>/<model>/<system>.jsonl``.
+
+    A view holds a partition's cases (``all``, ``holdout`` or ``train``) of each run:
+    the benchmark's tables read the config's ``bench.partition``, Table 4 ``holdout``,
+    the teachers' traces ``train``.
+    """
+    return f"{root}/runs/{partition}"
+
+
+def run_path(model: str, system: str, partition: str, root: str = RESULTS) -> str:
+    """One view of a run: the transcript of a model on a system's cases of one partition."""
+    return f"{runs_root(partition, root)}/{model}/{system}.jsonl"
+
+
+#: What a scores folder holds: Tier 1 only (``--judge none``: Table 4 and the teacher
+#: filter, no judge key needed), or Tiers 1 and 2 with the config's judge (every other table).
+TIER1, TIER2 = "tier1", "tier2"
+
+
+def scores_root(partition: str, tiers: str = TIER2, root: str = RESULTS) -> str:
+    """One view's Parquet scores, scored for ``tiers`` (:data:`TIER1` or :data:`TIER2`)."""
+    return f"{root}/scores/{tiers}/{partition}"
 
 
 def score_partition(scores_dir: str, model: str, system: str) -> str:
@@ -116,9 +170,9 @@ def score_partition(scores_dir: str, model: str, system: str) -> str:
     return f"{scores_dir}/model={model}/system={system}/part.parquet"
 
 
-def scores_path(model: str, system: str, tier1: bool = False, root: str = RESULTS) -> str:
-    """One run's scores, a partition of the Parquet dataset under :func:`scores_root`."""
-    return score_partition(scores_root(tier1, root), model, system)
+def scores_path(model: str, system: str, partition: str, tiers: str = TIER2, root: str = RESULTS) -> str:
+    """One view's scores, a partition of the Parquet dataset under :func:`scores_root`."""
+    return score_partition(scores_root(partition, tiers, root), model, system)
 
 
 def summary_path(model: str, root: str = RESULTS) -> str:

@@ -5,11 +5,13 @@ config files (``snakemake -n --printshellcmds``, the workflow's own plan, so the
 numbers follow the rules as they are) and reads each planned job's rule, wildcards,
 benchmark file and shell command. The stage comes from the ``metrobench`` command
 the job runs (bench / rule-agent: runs, score, train, merge / export-gguf /
-quantize: export, ...), prefixed ``teacher`` for teacher rules. A run's or a
-score's cases are those its own flags select (``--system``, ``--partition`` under
+quantize: export, ...), prefixed ``teacher`` for the train view (the teachers').
+A run's cases are those its own flags select (``--system``, ``--partition`` under
 ``--split``, ``--sample``, ``--cases``, ``--limit``: the selection ``bench``
 resolves, :class:`~metrobench.transcripts.selection.Selection`), less the cases
-its ``--out`` transcript already holds (a resumed run skips them). When the split
+its transcript already holds (a resumed run skips them) — with ``--work W``, the
+cases ``W`` holds and those an earlier planned view of ``W`` runs, so a case two
+targets read counts once. A score's cases are its run's view. When the split
 file is not written yet, the split is drawn from the config's partition settings
 (with the paper's, that is the committed split).
 
@@ -39,12 +41,12 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from metrobench import layout
 from metrobench.errors import MetrobenchError
 from metrobench.study import Rate, StudyConfig, load_study
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from metrobench.data import Benchmark
 
@@ -181,7 +183,7 @@ def _command(shell: str) -> list[str]:
 
 def _flags(words: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(add_help=False)
-    for name in ("data", "system", "split", "cases", "model", "out", "judge", "size", "recipe"):
+    for name in ("data", "system", "split", "cases", "model", "out", "work", "run", "judge", "size", "recipe"):
         parser.add_argument(f"--{name}")
     parser.add_argument("--partition", default="all")
     parser.add_argument("--sample", type=int)
@@ -192,7 +194,8 @@ def _flags(words: list[str]) -> argparse.Namespace:
 
 def stage_of(job: Job, words: list[str]) -> str:
     stage = COMMAND_STAGE.get(words[0], "report") if words else "report"
-    return f"{TEACHER} {stage}" if TEACHER in job.rule and stage in ("runs", "score") else stage
+    teaching = job.wildcards.get("partition") == "train" or TEACHER in job.rule
+    return f"{TEACHER} {stage}" if teaching and stage in ("runs", "score") else stage
 
 
 def model_of(job: Job, words: list[str], flags: argparse.Namespace | None) -> str:
@@ -214,6 +217,8 @@ class Cases:
         self.root = root  # the workflow's folder: the jobs' relative paths are relative to it
         self._benches: dict[str, Benchmark] = {}
         self._splits: dict[tuple[str, str], dict[str, str]] = {}
+        self._claimed: dict[Path, set[str]] = {}  # work transcript -> cases a planned run holds or runs
+        self.views: dict[str, int] = {}  # a planned run's --out -> the cases of its view
 
     def _bench(self, data: str | None) -> Benchmark:
         from metrobench.data import Benchmark
@@ -242,19 +247,35 @@ class Cases:
                 self._splits[key] = partition_of(document)
         return self._splits[key]
 
-    def count(self, flags: argparse.Namespace, resumes: bool) -> int:
-        """The job's cases; a resumed run (``resumes``) less those its ``--out`` already holds."""
+    def selected(self, flags: argparse.Namespace) -> set[str]:
+        """The ids of the cases a run's flags select."""
         from metrobench.transcripts.selection import Selection
 
         if not flags.system:
-            return 0
+            return set()
         bench = self._bench(flags.data)
         cases = tuple(flags.cases.split(",")) if flags.cases else None
         selection = Selection(flags.system, flags.partition, sample=flags.sample, cases=cases, limit=flags.limit)
-        ids = {case.id for case in selection.resolve(bench, self._split(bench, flags.split))}
-        if resumes and flags.out and not flags.restart:
-            ids -= _recorded(self.root / flags.out)
-        return len(ids)
+        return {case.id for case in selection.resolve(bench, self._split(bench, flags.split))}
+
+    def count_run(self, flags: argparse.Namespace) -> int:
+        """A run's case runs: its selection, less what its transcript holds or an earlier view of it runs."""
+        ids = self.selected(flags)
+        if flags.out:
+            self.views[flags.out] = len(ids)
+        transcript = self.root / (flags.work or flags.out or "")
+        if flags.restart or not (flags.work or flags.out):
+            return len(ids)
+        claimed = self._claimed.setdefault(transcript, _recorded(transcript))
+        todo = ids - claimed
+        claimed |= todo
+        return len(todo)
+
+    def count_score(self, flags: argparse.Namespace) -> int:
+        """A score's cases: its run's view, as planned, else as written."""
+        if flags.run in self.views:
+            return self.views[flags.run]
+        return len(_recorded(self.root / flags.run)) if flags.run else 0
 
 
 def _recorded(path: Path) -> set[str]:
@@ -349,11 +370,13 @@ def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path(".")) ->
     """One row per (stage, model), in the order the stages and models first appear."""
     counter = Cases(study, root)
     rows: dict[tuple[str, str], Row] = {}
-    for job in jobs:
-        words = _command(job.shell)
+    planned = [(job, _command(job.shell)) for job in jobs]
+    planned.sort(key=lambda item: not (item[1] and item[1][0] in RUN_COMMANDS))  # runs first: scores read their views
+    for job, words in planned:
         flags = _flags(words) if words and words[0] in (*RUN_COMMANDS, "score") else None
         stage = stage_of(job, words)
-        cases = counter.count(flags, resumes=words[0] in RUN_COMMANDS) if flags else 0
+        cases = 0 if flags is None else counter.count_run(flags) if words[0] in RUN_COMMANDS \
+            else counter.count_score(flags)
         cost = job_cost(study, job, words, flags, cases)
         row = rows.setdefault((stage, model_of(job, words, flags)), Row(stage, model_of(job, words, flags)))
         row.jobs += 1

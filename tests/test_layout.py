@@ -36,9 +36,11 @@ def test_paths_of_one_seed_and_of_runs_scores_and_tables():
     assert layout.train_metrics("4b", 42, "out") == "out/peft/4b/seed42/adapter/train_metrics.json"
     # wildcards pass through as patterns, as Snakemake's rules give them
     assert layout.peft_dir("{size}", "{seed}") == "results/peft/{size}/seed{seed}"
-    assert layout.run_path("{model}", "marta") == "results/runs/{model}/marta.jsonl"
-    assert layout.scores_path("m", "bart") == "results/scores/model=m/system=bart/part.parquet"
-    assert layout.scores_path("m", "bart", tier1=True) == "results/scores-tier1/model=m/system=bart/part.parquet"
+    assert layout.work_path("{model}", "marta") == "results/work/{model}/marta.jsonl"
+    assert layout.run_path("{model}", "marta", "{partition}") == "results/runs/{partition}/{model}/marta.jsonl"
+    assert layout.scores_path("m", "bart", "all") == "results/scores/tier2/all/model=m/system=bart/part.parquet"
+    assert layout.scores_path("m", "bart", "holdout", layout.TIER1) == \
+        "results/scores/tier1/holdout/model=m/system=bart/part.parquet"
     assert layout.summary_path("m") == "results/summary/m.txt"
     assert layout.table_path("table2") == "results/table2.csv"
     assert layout.table_path("figure2", "out", ".png") == "out/figure2.png"

@@ -11,10 +11,9 @@ import argparse
 
 from metrobench.errors import MetrobenchError
 
-TYPE_CHECKING = False  # not typing's: importing typing would be this module's heaviest import
-if TYPE_CHECKING:
-    from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
     from metrobench.data import Benchmark
     from metrobench.data.models import Case
     from metrobench.agents.runner.config import ModelConfig
@@ -249,4 +248,6 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=_at_least_one, help="only the first N cases")
     p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (the CPU demo)")
     p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
+    p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
+                                  "write --out as this selection's view of it")
     p.add_argument("--restart", action="store_true", help="discard an existing transcript first")

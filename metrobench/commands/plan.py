@@ -14,7 +14,8 @@ from pathlib import Path
 
 from metrobench.commands.common import Subparsers
 
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from metrobench.plan import Row
 

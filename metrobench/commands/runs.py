@@ -1,7 +1,10 @@
 """Model runs: ``run`` (against an endpoint) and ``bench`` (serve a GGUF with llama.cpp, then run).
 
 Contract: both append to the ``--out`` transcript and resume it (``--restart``
-discards it first); the model's settings come from :func:`_model_config`
+discards it first); with ``--work W`` they append to and resume ``W`` instead, the
+model's one growing transcript of the system, and then write ``--out`` as the view
+of this selection cut from it (:mod:`metrobench.transcripts.views`), waiting for
+another job that holds ``W``; the model's settings come from :func:`_model_config`
 (study config, model config or flags) and the cases from :func:`_run_selection`,
 recorded in every record (:mod:`metrobench.transcripts.selection`) for ``score`` to read.
 ``bench`` takes the transcript's lock before it starts the server.
@@ -24,6 +27,8 @@ from metrobench.errors import MetrobenchError
 
 if TYPE_CHECKING:
     from metrobench.agents.runner.run import RunSummary
+    from metrobench.data.models import Case
+    from metrobench.transcripts.selection import Selection
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -37,13 +42,23 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_bench)
 
 
-def _report(summary: RunSummary) -> int:
-    """Print the counts line; a run that failed on its endpoint raises its one error line."""
+def _transcript(args: argparse.Namespace) -> Path:
+    """Where the run appends: the work transcript when given, else --out itself."""
+    return Path(args.work or args.out)
+
+
+def _report(summary: RunSummary, args: argparse.Namespace, selection: Selection, cases: list[Case]) -> int:
+    """Print the counts line; a run that failed on its endpoint raises its one error line; else cut the view."""
     print(f"{summary.path}: ran {summary.ran} case{'' if summary.ran == 1 else 's'} ({summary.failed} failed), "
           f"{summary.skipped} already done, {summary.wall_s:.1f} s; endings: {summary.counts()}", flush=True)
     problem = summary.problem()
     if problem is not None:
         raise MetrobenchError(problem)
+    if args.work:
+        from metrobench.transcripts.views import cut_view
+
+        count = cut_view(Path(args.work), Path(args.out), selection, cases)
+        print(f"wrote {args.out}: {count} of {len(cases)} cases, the {selection.partition} view", flush=True)
     return 0
 
 
@@ -56,9 +71,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
     from metrobench.agents.serving_record import hosted_record
+    from metrobench.transcripts.records import transcript_lock
 
-    return _report(run_model(cfg, bench.system(args.system), cases, Path(args.out), restart=args.restart,
-                             selection=selection, serving=hosted_record(cfg)))
+    with transcript_lock(_transcript(args), wait=bool(args.work)):
+        summary = run_model(cfg, bench.system(args.system), cases, _transcript(args), restart=args.restart,
+                            selection=selection, serving=hosted_record(cfg))
+    return _report(summary, args, selection, cases)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -72,7 +90,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
     log = Path(args.server_log) if args.server_log else None
-    with transcript_lock(Path(args.out)), serve_model(cfg, log_path=log) as url:  # lock before serving
-        summary = run_model(cfg, bench.system(args.system), cases, Path(args.out), base_url=url,
+    out = _transcript(args)
+    with transcript_lock(out, wait=bool(args.work)), serve_model(cfg, log_path=log) as url:  # lock before serving
+        summary = run_model(cfg, bench.system(args.system), cases, out, base_url=url,
                             restart=args.restart, selection=selection, serving=serving_record(cfg, url))
-    return _report(summary)  # after the server has stopped
+    return _report(summary, args, selection, cases)  # after the server has stopped

@@ -224,7 +224,7 @@ Runs = dict[str, list[CaseRecord]]  # model -> its records
 
 def leaderboard_runs(config: StudyConfig, results: Path) -> tuple[list[tuple[str, Runs]], list[str]]:
     """(label, {model: its records}) per non-reference leaderboard row with runs; and the rows without."""
-    runs_dir = Path(layout.runs_root(str(results)))
+    runs_dir = Path(layout.runs_root(config.bench.partition, str(results)))
     rows, missing = [], []
     for row in config.leaderboard:
         if row.reference:

@@ -85,7 +85,7 @@ def table6(config: StudyConfig, results: Path) -> pd.DataFrame:
     """Per-model serving, from each row's recorded runs."""
     from metrobench.paper.tables import Skip
 
-    runs = Path(layout.runs_root(str(results)))
+    runs = Path(layout.runs_root(config.bench.partition, str(results)))
     out, missing = [], []
     for label, family, model in _rows(config):
         try:

@@ -35,6 +35,7 @@ import fcntl
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -183,10 +184,12 @@ def lock_path(path: Path) -> Path:
 
 
 @contextmanager
-def transcript_lock(path: Path) -> Iterator[None]:
+def transcript_lock(path: Path, wait: bool = False) -> Iterator[None]:
     """Hold the transcript's writer lock, or refuse when another process holds it.
 
-    Re-entrant within one process (``bench`` takes it before starting a server,
+    ``wait``: block until the other process lets go instead (two views of one model's
+    work transcript, planned side by side, take turns; the second resumes where the
+    first stopped). Re-entrant within one process (``bench`` takes it before starting a server,
     the run takes it again); flock locks belong to the open file, so a nested
     acquisition must not open the sidecar a second time.
     """
@@ -209,8 +212,13 @@ def transcript_lock(path: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise MetrobenchError(f"{path}: another metrobench process is writing this transcript "
-                                  f"(lock {sidecar.name}); wait for it to finish or use another --out") from None
+            if wait:
+                print(f"{path}: another metrobench process is running this model on this system; "
+                      "waiting for it to finish", file=sys.stderr, flush=True)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:
+                raise MetrobenchError(f"{path}: another metrobench process is writing this transcript "
+                                      f"(lock {sidecar.name}); wait for it to finish or use another --out") from None
         _HELD[key] = 1
         try:
             yield

@@ -32,6 +32,12 @@ STUDENT_MODELS = layout.student_models(STUDENT_SEEDS)
 BENCH_MODELS = MODELS + STUDENT_MODELS
 SIZES = sorted(STUDENTS)
 SEEDS = sorted({seed for spec in STUDENTS.values() for seed in spec.seeds})
+# The views of every run (metrobench.layout.run_path): the benchmark's tables read the
+# config's partition, Table 4 the held-out one, the teachers' traces the train one.
+BENCH_VIEW = STUDY.bench.partition
+HOLDOUT_VIEW = "holdout"
+TEACHER_VIEW = "train"
+RULE_AGENT = "rule-agent"
 
 
 def _alternatives(names):
@@ -44,11 +50,13 @@ wildcard_constraints:
     model=r"[A-Za-z0-9][A-Za-z0-9._+-]*",
     size=_alternatives(SIZES),
     seed=_alternatives([str(s) for s in SEEDS]),
+    partition=_alternatives(["all", HOLDOUT_VIEW, TEACHER_VIEW]),
+    tiers=_alternatives([layout.TIER1, layout.TIER2]),
 
 
 def data_root():
     """The benchmark root: a configured local path, or the pinned clone under results/."""
-    return STUDY.data.path or "results/data/metrollm-bench"
+    return STUDY.data.path or layout.data_clone()
 
 
 def data_flag():
@@ -129,19 +137,42 @@ if unservable(MODELS):
     sys.exit(f"metrobench: error: {unservable(MODELS)}")
 
 
-def bench_inputs(wildcards):
+def run_inputs(wildcards):
     """A run's inputs: the split, the model's config file, and the GGUF it serves (fetched when missing)."""
-    inputs = {"split": "results/partition.json"}
+    inputs = {"split": layout.split_path()}
     student = student_of(wildcards.model)
     if student:
         inputs["gguf"] = layout.quantized_gguf(*student)
         return inputs
-    if isinstance(STUDY.models[wildcards.model], str):
+    if isinstance(STUDY.models.get(wildcards.model), str):
         inputs["model"] = STUDY.models[wildcards.model]
     gguf = served_gguf(wildcards.model)
     if gguf:
         inputs["served_gguf"] = gguf
     return inputs
+
+
+# A run's log; its server's log beside it (a model served with llama.cpp).
+RUN_LOG = "logs/runs/{partition}/{model}/{system}"
+
+
+def run_command(wildcards, input, output):
+    """The command of one view: the rule agent in-process, else the model run into its work transcript.
+
+    The train view is the teachers' and whole (traces need every train case it has); the
+    others take the config's sample. The rule agent's train view is its teacher mode.
+    """
+    w = wildcards
+    sample = sample_flag() if w.partition != TEACHER_VIEW else ""
+    common = f"{data_flag()} --system {w.system} --partition {w.partition} {sample} --split {input.split}"
+    if w.model == RULE_AGENT:
+        mode = "teacher" if w.partition == TEACHER_VIEW else "baseline"
+        return f"metrobench rule-agent {common} --mode {mode} --out {output}"
+    return (
+        f"metrobench bench {common} {config_flags()} --model {w.model} {gguf_flag(w, input)}"
+        f" --work {layout.work_path(w.model, w.system)} --out {output}"
+        f" --server-log {RUN_LOG.format(**w)}.server.log"
+    )
 
 
 def recipe_base(size):
@@ -153,7 +184,7 @@ def recipe_base(size):
 def base_inputs(wildcards):
     """The stamp of the student's pinned base download, when the config pins that base."""
     base = recipe_base(wildcards.size)
-    return {"base": f"results/models/{base}.json"} if base in BASE_DOWNLOADS else {}
+    return {"base": layout.base_stamp(base)} if base in BASE_DOWNLOADS else {}
 
 
 def revision_flag(wildcards):
@@ -176,18 +207,20 @@ def gguf_flag(wildcards, input):
     return f"--gguf {input.gguf} --{'' if thinking else 'no-'}thinking"
 
 
-def scores_of(models, tier1=False):
-    """Score files of these models; tier1=True: scored without the judge (results/scores-tier1)."""
+def scores_of(models, partition=BENCH_VIEW, tiers=layout.TIER2):
+    """Score files of these models' views of one partition, one per system."""
     return expand(
-        layout.scores_path("{model}", "{system}", tier1=tier1),
+        layout.scores_path("{model}", "{system}", partition, tiers),
         model=models,
         system=SYSTEMS,
     )
 
 
-def runs_of(models):
-    """Transcripts of these models, one per system (what the tables read from the runs themselves)."""
-    return expand(layout.run_path("{model}", "{system}"), model=models, system=SYSTEMS)
+def runs_of(models, partition=BENCH_VIEW):
+    """Transcripts of these models' views of one partition, one per system."""
+    return expand(
+        layout.run_path("{model}", "{system}", partition), model=models, system=SYSTEMS
+    )
 
 
 def sample_flag():
@@ -233,7 +266,7 @@ PUBLISHED = [spec.published for spec in STUDENTS.values() if spec.published]
 TABLE_INPUTS = {
     "table2": scores_of(LEADERBOARD),
     "table3": scores_of([cell.model for cell in STUDY.sensitivity]),
-    "table4": scores_of(BASES + STUDENT_MODELS + PUBLISHED, tier1=True)
+    "table4": scores_of(BASES + STUDENT_MODELS + PUBLISHED, HOLDOUT_VIEW, layout.TIER1)
     + [layout.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
     "table7": [layout.teacher_composition()],
     "table8": [layout.adapter_dir(*student_of(m)) for m in STUDENT_MODELS]
@@ -249,10 +282,19 @@ TABLE_INPUTS = {
     # What each row costs, from its runs (the judge's rows from the judge cache, when there).
     "deployment": runs_of(deployment_models()),
     "quality_cost": runs_of(deployment_models())
-    + scores_of(deployment_models(), tier1=True),
+    + scores_of(deployment_models(), HOLDOUT_VIEW, layout.TIER1),
 }
-# Tables that read Tier 1 only: scored with --judge none, so they never need a judge's key.
+# Tables that read the held-out views scored Tier 1 only (--judge none: no judge key needed).
 TIER1_TABLES = {"table4", "quality_cost"}
+
+
+def table_scores(table):
+    """The scores folder a table (or a figure's table) reads."""
+    if table in TIER1_TABLES:
+        return layout.scores_root(HOLDOUT_VIEW, layout.TIER1)
+    return layout.scores_root(BENCH_VIEW)
+
+
 FIGURE_SOURCE = {
     "figure2": "table2",
     "figure3": "categories",
@@ -263,7 +305,7 @@ FIGURE_SOURCE = {
 
 
 def gpu_jobs(wildcards):
-    """1 for a model served here (llama.cpp, students), 0 for a hosted API: only GPU work is serialised."""
+    """1 for a model served here (llama.cpp, students), 0 for a hosted API and the rule agent."""
     if student_of(wildcards.model):
         return 1
     return 1 if model_spec(wildcards.model).get("serving") else 0
@@ -298,5 +340,7 @@ def intermediate(path):
     return temp(path) if STUDY.peft_temporary else path
 
 
+# The runs the errata table rescores: the config's errata_models, else the rule agent.
+ERRATA_MODELS = STATS.errata_models or [RULE_AGENT]
 # The models of the case viewer (results/view): the config's view.models, else the leaderboard's.
-VIEW_MODELS = members(STUDY.view.models) or LEADERBOARD or ["rule-agent"]
+VIEW_MODELS = members(STUDY.view.models) or LEADERBOARD or [RULE_AGENT]

@@ -6,7 +6,7 @@ if not STUDY.data.path:
 
     rule fetch_data:
         output:
-            directory("results/data/metrollm-bench"),
+            directory(layout.data_clone()),
         log:
             "logs/data/fetch.log",
         conda:
@@ -19,9 +19,9 @@ if not STUDY.data.path:
 
 rule verify_data:
     input:
-        [] if STUDY.data.path else "results/data/metrollm-bench",
+        [] if STUDY.data.path else layout.data_clone(),
     output:
-        "results/data/verified.json",
+        layout.data_verified(),
     log:
         "logs/data/verify.log",
     conda:
@@ -34,9 +34,9 @@ rule verify_data:
 
 rule partition:
     input:
-        "results/data/verified.json",
+        layout.data_verified(),
     output:
-        "results/partition.json",
+        layout.split_path(),
     log:
         "logs/data/partition.log",
     conda:

@@ -25,7 +25,7 @@ rule fetch_gguf:
 
 rule fetch_base:
     output:
-        "results/models/{base}.json",
+        layout.base_stamp("{base}"),
     log:
         "logs/models/{base}.log",
     wildcard_constraints:

@@ -11,14 +11,14 @@ rule train:
     log:
         "logs/peft/{size}/seed{seed}/train.log",
     benchmark:
-        "results/benchmarks/peft/{size}/seed{seed}/train.tsv"
+        layout.benchmark_path("peft/{size}/seed{seed}/train")
     conda:
         TRAIN_ENV
     threads: train_threads
     resources:
         gpu=1,
     params:
-        work=lambda w: f"results/work/peft/{w.size}/seed{w.seed}",
+        work=lambda w: layout.train_work(w.size, w.seed),
         revision=revision_flag,
         max_steps=lambda w: (
             f"--max-steps {STUDENTS[w.size].max_steps}"
@@ -41,7 +41,7 @@ rule merge:
     log:
         "logs/peft/{size}/seed{seed}/merge.log",
     benchmark:
-        "results/benchmarks/peft/{size}/seed{seed}/merge.tsv"
+        layout.benchmark_path("peft/{size}/seed{seed}/merge")
     conda:
         "../envs/train.yaml"
     resources:
@@ -61,7 +61,7 @@ rule gguf:
     log:
         "logs/peft/{size}/seed{seed}/gguf.log",
     benchmark:
-        "results/benchmarks/peft/{size}/seed{seed}/gguf.tsv"
+        layout.benchmark_path("peft/{size}/seed{seed}/gguf")
     conda:
         "../envs/train.yaml"
     params:

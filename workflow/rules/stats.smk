@@ -29,7 +29,7 @@ rule table:
         "../envs/cpu.yaml"
     params:
         config=merged_config_flag(),
-        scores=lambda w: layout.scores_root(tier1=w.table in TIER1_TABLES),
+        scores=lambda w: table_scores(w.table),
         out=lambda w: layout.RESULTS,
     shell:
         "metrobench tables --scores {params.scores} {params.config} --out {params.out}"
@@ -54,9 +54,7 @@ rule figure:
         "../envs/cpu.yaml"
     params:
         config=merged_config_flag(),
-        scores=lambda w: layout.scores_root(
-            tier1=FIGURE_SOURCE[w.figure] in TIER1_TABLES
-        ),
+        scores=lambda w: table_scores(FIGURE_SOURCE[w.figure]),
         out=lambda w: layout.RESULTS,
     shell:
         "metrobench tables --scores {params.scores} {params.config} --out {params.out}"
@@ -65,11 +63,8 @@ rule figure:
 
 rule errata_table:
     input:
-        expand(
-            layout.run_path("{model}", "{system}"),
-            model=STATS.errata_models or ["rule-agent"],
-            system=SYSTEMS,
-        ),
+        # It rescores every case of these runs (their all view) under each erratum.
+        runs_of(ERRATA_MODELS, "all"),
     output:
         csv=report(
             layout.table_path("errata"),
@@ -91,27 +86,28 @@ rule errata_table:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
-        models=" ".join(f"--model {m}" for m in STATS.errata_models or ["rule-agent"]),
+        runs=layout.runs_root("all"),
+        models=" ".join(f"--model {m}" for m in ERRATA_MODELS),
     shell:
-        "metrobench errata-table {params.data} --runs results/runs {params.models} --out {output.csv}"
+        "metrobench errata-table {params.data} --runs {params.runs} {params.models} --out {output.csv}"
         " > {log} 2>&1"
 
 
 rule view:
     input:
-        runs=expand(
-            layout.run_path("{model}", "{system}"), model=VIEW_MODELS, system=SYSTEMS
-        ),
+        runs=runs_of(VIEW_MODELS),
         scores=scores_of(VIEW_MODELS),
     output:
-        directory("results/view"),
+        directory(layout.viewer_dir()),
     log:
         "logs/report/view.log",
     conda:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
+        runs=layout.runs_root(BENCH_VIEW),
+        scores=layout.scores_root(BENCH_VIEW),
         models=" ".join(f"--model {m}" for m in VIEW_MODELS),
     shell:
-        "metrobench view {params.data} --runs results/runs --scores results/scores {params.models}"
+        "metrobench view {params.data} --runs {params.runs} --scores {params.scores} {params.models}"
         " --out {output} > {log} 2>&1"

@@ -1,0 +1,66 @@
+# Runs and scores. A model runs each case of a system once, into its work transcript
+# (results/work/: kept across failed or killed jobs, so a rerun resumes where it stopped);
+# each partition a target reads is a view cut from it (results/runs/<partition>/): the
+# benchmark's tables read bench.partition, Table 4 holdout, the teachers' traces train.
+# Configured models are served with llama.cpp or called at their endpoint, students
+# served from their Q4_K_M GGUF; the rule agent runs in-process.
+
+
+rule run:
+    input:
+        unpack(run_inputs),
+    output:
+        layout.run_path("{model}", "{system}", "{partition}"),
+    log:
+        run="logs/runs/{partition}/{model}/{system}.log",
+        server="logs/runs/{partition}/{model}/{system}.server.log",
+    benchmark:
+        layout.benchmark_path("runs/{partition}/{model}/{system}")
+    conda:
+        "../envs/serve.yaml"
+    resources:
+        gpu=gpu_jobs,
+    params:
+        command=run_command,
+    shell:
+        "{params.command} > {log.run} 2>&1"
+
+
+rule score:
+    # Tier 1 only (tiers=tier1, --judge none) never needs a judge's key: Table 4, the teachers.
+    input:
+        run=layout.run_path("{model}", "{system}", "{partition}"),
+        split=layout.split_path(),
+    output:
+        layout.scores_path("{model}", "{system}", "{partition}", "{tiers}"),
+    log:
+        "logs/scores/{tiers}/{partition}/{model}/{system}.log",
+    benchmark:
+        layout.benchmark_path("scores/{tiers}/{partition}/{model}/{system}")
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        data=data_flag(),
+        judge=lambda w: judge_flags() if w.tiers == layout.TIER2 else "--judge none",
+        scores=lambda w: layout.scores_root(w.partition, w.tiers),
+    shell:
+        "metrobench score {params.data} --run {input.run} --split {input.split}"
+        " --model {wildcards.model} --system {wildcards.system} --out {params.scores}"
+        " {params.judge} > {log} 2>&1"
+
+
+rule summary:
+    input:
+        scores_of(["{model}"]),
+    output:
+        layout.summary_path("{model}"),
+    log:
+        "logs/summary/{model}.log",
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        scores=layout.scores_root(BENCH_VIEW),
+    shell:
+        "(metrobench summary --scores {params.scores} --model {wildcards.model} --partition holdout"
+        " && echo && metrobench summary --scores {params.scores} --model {wildcards.model}"
+        " --partition full) > {output} 2> {log}"
