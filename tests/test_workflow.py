@@ -81,11 +81,23 @@ def test_config_overrides_reach_the_tables(tmp_path):
     new_path, new_study = tables_config(changed.stdout)
     assert [row["label"] for row in study["leaderboard"]][-1] == "Rule-based baseline"
     given = {"model": "rule-agent", "label": "Rules only", "licence": "-", "vendor": "-"}
-    [row] = new_study["leaderboard"]     # the override, with the schema's defaults filled in by Snakemake
+    [row] = new_study["leaderboard"]     # the override, as given
     assert {key: row[key] for key in given} == given
     assert new_study["stats"] == study["stats"] and path != new_path
     bench = [line for line in plain.stdout.splitlines() if "metrobench bench" in line]
     assert bench and all(re.search(r"--config \S*config/demo\.yaml ", line) for line in bench)
+
+
+def test_a_misspelt_config_key_stops_the_plan_with_one_line(tmp_path):
+    """The study model is the config's only check: a misspelt key meets one `metrobench: error:` line naming
+    the file and the key, not a schema validator's report first."""
+    cwd = workflow_copy(tmp_path)
+    (cwd / "typo.yaml").write_text("scoring: {judge_modle: claude-haiku-4-5-20251001}\n")
+    plan = snakemake(cwd, "-n", "--configfile", "config/demo.yaml", "typo.yaml", timeout=120)
+    assert plan.returncode != 0
+    lines = [line for line in plan.stderr.splitlines() if line.strip() and not line.startswith("Using workflow")]
+    assert lines == [f"metrobench: error: {cwd / 'typo.yaml'}: field scoring.judge_modle: Extra inputs are not "
+                     "permitted"], plan.stderr
 
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
