@@ -507,6 +507,29 @@ def test_train_command_sets_expandable_segments(monkeypatch, tmp_path):
     assert os.environ["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:128"
 
 
+def test_train_caps_the_recipe_s_steps_and_length_and_never_raises_them(monkeypatch, tmp_path, capsys):
+    """`metrobench train --max-steps/--max-length` (students.<size>.max_steps/max_length) reach the recipe trained."""
+    import metrobench.training.train as training
+
+    trained = []
+
+    def fake_train(recipe, dataset, out, **_):
+        trained.append(recipe)
+        return {"steps": recipe.max_steps, "first_train_loss": None, "final_train_loss": None, "val_loss": None,
+                "val_examples": 0, "wall_s": 0}
+
+    monkeypatch.setattr(training, "train", fake_train)
+    recipe = REPO / "peft" / "recipes" / "2b.yaml"           # epochs (no step limit), 4,096 tokens
+    args = ["train", "--recipe", str(recipe), "--dataset", "x", "--seed", "42", "--out", str(tmp_path / "a")]
+    assert main([*args, "--max-steps", "1", "--max-length", "256"]) == 0
+    assert main([*args, "--max-length", "100000"]) == 0      # a cap above the recipe's leaves it
+    assert main(args) == 0
+    assert [(r.max_steps, r.max_length) for r in trained] == [(1, 256), (-1, 4096), (-1, 4096)]
+    capsys.readouterr()
+    assert main([*args, "--max-length", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "metrobench: error: --max-length 0: give at least 1"
+
+
 def test_nf4_layers_bitsandbytes_cannot_pack_take_the_generic_cpu_kernel():
     """On AVX-512-BF16 CPUs bitsandbytes packs NF4 rows in blocks of 32 and asserts on the rest."""
     from types import SimpleNamespace

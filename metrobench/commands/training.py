@@ -12,9 +12,13 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from metrobench.commands.common import SPLIT_HELP, Subparsers, _add_data, _bench, _name_list, _percent
 from metrobench.errors import MetrobenchError
+
+if TYPE_CHECKING:
+    from metrobench.training.recipe import Recipe
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -77,6 +81,8 @@ def _add_train(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--work", help="checkpoint folder (default: <out>.work); a rerun resumes from it")
     p.add_argument("--revision", help="the base's pinned hub revision (its snapshot in the Hugging Face cache)")
     p.add_argument("--max-steps", type=int, help="cap the recipe's optimiser steps (students.<size>.max_steps)")
+    p.add_argument("--max-length", type=int,
+                   help="cap the recipe's max sequence length in tokens (students.<size>.max_length)")
     p.set_defaults(func=cmd_train)
 
 
@@ -87,12 +93,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import train
 
-    recipe = load_recipe(args.recipe)
-    if args.max_steps is not None:
-        if args.max_steps < 1:
-            raise MetrobenchError(f"--max-steps {args.max_steps}: give at least 1")
-        capped = args.max_steps if recipe.max_steps <= 0 else min(recipe.max_steps, args.max_steps)
-        recipe = recipe.model_copy(update={"max_steps": capped})
+    recipe = capped_recipe(load_recipe(args.recipe), args.max_steps, args.max_length)
     metrics = train(recipe, Path(args.dataset), Path(args.out), seed=args.seed,
                     work=Path(args.work) if args.work else None, revision=args.revision)
     def fmt(value) -> str:
@@ -102,6 +103,22 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"{fmt(metrics['final_train_loss'])}, validation loss {fmt(metrics['val_loss'])} "
           f"({metrics['val_examples']} examples), {metrics['wall_s']} s")
     return 0
+
+
+def capped_recipe(recipe: Recipe, max_steps: int | None, max_length: int | None) -> Recipe:
+    """``recipe`` with its optimiser steps and max sequence length capped (a rehearsal's; None: the recipe's).
+
+    A cap never raises the recipe's value; a recipe without a step limit (``max_steps`` <= 0:
+    its epochs) takes the cap as it is."""
+    update: dict[str, int] = {}
+    for flag, cap in (("--max-steps", max_steps), ("--max-length", max_length)):
+        if cap is not None and cap < 1:
+            raise MetrobenchError(f"{flag} {cap}: give at least 1")
+    if max_steps is not None:
+        update["max_steps"] = max_steps if recipe.max_steps <= 0 else min(recipe.max_steps, max_steps)
+    if max_length is not None:
+        update["max_length"] = min(recipe.max_length, max_length)
+    return recipe.model_copy(update=update)
 
 
 def _add_merge(sub: Subparsers[argparse.ArgumentParser]) -> None:
