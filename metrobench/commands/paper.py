@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from metrobench.commands.common import Subparsers, _add_data, _at_least_one, _bench, load_study
 from metrobench.vocabulary import REPORT_PARTITIONS, WHOLE_IN_REPORTS
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     import pandas
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -49,7 +49,6 @@ from metrobench.errors import MetrobenchError
 from metrobench.paper.protocol import model_records
 from metrobench.transcripts.records import INFRASTRUCTURE, CaseRecord, ending_kind
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from metrobench.stats.cases import Cases
     from metrobench.study import Price, StudyConfig

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from metrobench.study import StudyConfig
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -17,7 +18,6 @@ from metrobench.scoring.scorer import Scorer
 from metrobench.data.partition import load_split
 from metrobench.transcripts.records import read_run
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from metrobench.study import StudyConfig
 

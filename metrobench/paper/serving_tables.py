@@ -15,7 +15,7 @@ that is reported, not averaged.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -24,7 +24,6 @@ from metrobench.agents.serving_record import build_label
 from metrobench.errors import MetrobenchError
 from metrobench.paper.protocol import model_records
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from metrobench.study import StudyConfig
 

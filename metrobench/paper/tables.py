@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -42,7 +42,6 @@ from metrobench.stats.bootstrap import (
 from metrobench.stats.cases import Cases
 from metrobench.vocabulary import CATEGORIES, WHOLE_IN_REPORTS
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from metrobench.study import StudyConfig
 
