@@ -53,7 +53,7 @@ def transcripts(results: Path) -> None:
                                 model_ms=1200)],
     }
     for model, records in runs.items():
-        write_transcript(Path(layout.run_path(model, "marta", str(results))), records)
+        write_transcript(Path(layout.run_path(model, "marta", "all", str(results))), records)
     for seed, size in ((1, 1000), (2, 2000)):
         path = Path(layout.quantized_gguf("tiny", seed, str(results)))
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,7 +236,7 @@ def test_the_demo_plans_the_deployment_table_and_figure(tmp_path):
                      "config/demo.yaml")
     assert plan.returncode == 0, plan.stderr
     assert "results/deployment.csv" in plan.stdout and "results/figure-deployment.png" in plan.stdout
-    assert "results/runs/smollm2-peft-s43/marta.jsonl" in plan.stdout
-    assert "results/scores-tier1/model=smollm2-135m/system=marta/part.parquet" in plan.stdout
+    assert "results/runs/holdout/smollm2-peft-s43/marta.jsonl" in plan.stdout
+    assert "results/scores/tier1/holdout/model=smollm2-135m/system=marta/part.parquet" in plan.stdout
     everything = snakemake(cwd, "-n", "--configfile", "config/demo.yaml")
     assert "results/deployment.csv" in everything.stdout

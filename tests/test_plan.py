@@ -23,8 +23,9 @@ TINY = {"prompt_tps": 1000.0, "decode_tps": 100.0, "prompt_tokens": 2000.0, "com
 TINY_S = 2000 / 1000 + 500 / 100                       # GPU-seconds per case: 7
 HOSTED = {"prompt_tokens": 3000.0, "completion_tokens": 200.0}
 JUDGE = {"prompt_tokens": 800.0, "completion_tokens": 40.0}
-TARGETS = ["results/runs/tiny/marta.jsonl", "results/runs/hosted/doha.jsonl",
-           "results/scores/model=tiny/system=marta/part.parquet", "results/runs/other/marta.jsonl"]
+TARGETS = ["results/runs/holdout/tiny/marta.jsonl", "results/runs/holdout/hosted/doha.jsonl",
+           "results/scores/tier2/holdout/model=tiny/system=marta/part.parquet",
+           "results/runs/holdout/other/marta.jsonl"]
 
 
 def small_config(root: Path, sample: int | None = None) -> dict:
@@ -85,8 +86,8 @@ def test_sample_and_resume_narrow_the_case_runs(workflow: Path, root: Path):
     assert (rows["runs", "tiny"].cases, rows["runs", "hosted"].cases) == (3, 3)
 
     done = holdout(root, "MARTA")[:2]
-    work = workflow / "results/work/runs/tiny/marta.jsonl"
-    work.parent.mkdir(parents=True)
+    work = workflow / "results/work/tiny/marta.jsonl"
+    work.parent.mkdir(parents=True, exist_ok=True)
     work.write_text("".join(json.dumps({"case_id": case, "model": "tiny", "system": "marta"}) + "\n"
                             for case in done))
     try:
@@ -96,9 +97,19 @@ def test_sample_and_resume_narrow_the_case_runs(workflow: Path, root: Path):
     assert rows["runs", "tiny"].cases == len(holdout(root, "MARTA")) - 2   # a resumed run skips them
 
 
+def test_two_views_of_one_model_count_each_case_once(workflow: Path, root: Path, bench):
+    """The held-out and the full view share one work transcript: the held-out cases run once."""
+    every = len(bench.cases("marta"))
+    both = by_key(plan(["results/runs/holdout/tiny/marta.jsonl", "results/runs/all/tiny/marta.jsonl"],
+                       ["small.yaml"], cwd=workflow))
+    assert (both["runs", "tiny"].jobs, both["runs", "tiny"].cases) == (2, every)
+    train = by_key(plan(["results/runs/train/tiny/marta.jsonl"], ["small.yaml"], cwd=workflow))
+    assert train["teacher runs", "tiny"].cases == every - len(holdout(root, "MARTA"))
+
+
 def test_estimate_beside_actual(workflow: Path, root: Path, capsys):
     marta = len(holdout(root, "MARTA"))
-    tsv = workflow / "results/benchmarks/runs/tiny/marta.tsv"
+    tsv = workflow / "results/benchmarks/runs/holdout/tiny/marta.tsv"
     tsv.parent.mkdir(parents=True, exist_ok=True)
     tsv.write_text("s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
                    "5400.0000\t1:30:00\t812.5\t900.1\t700.0\t710.2\t0.1\t2.3\t95.0\t5300.1\n")

@@ -311,6 +311,13 @@ def gpu_jobs(wildcards):
     return 1 if model_spec(wildcards.model).get("serving") else 0
 
 
+def train_caps(wildcards):
+    """`--max-steps N --max-length L`: the caps a student's config entry puts on its recipe (a rehearsal's)."""
+    spec = STUDENTS[wildcards.size]
+    caps = {"--max-steps": spec.max_steps, "--max-length": spec.max_length}
+    return " ".join(f"{flag} {value}" for flag, value in caps.items() if value)
+
+
 def train_threads(wildcards):
     """Cores a training job holds: the config's train_threads (a GPU trainer needs a few for its
     data; the rest stay free for scoring, merges and hosted runs), else all (CPU training).

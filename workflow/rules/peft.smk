@@ -20,15 +20,11 @@ rule train:
     params:
         work=lambda w: layout.train_work(w.size, w.seed),
         revision=revision_flag,
-        max_steps=lambda w: (
-            f"--max-steps {STUDENTS[w.size].max_steps}"
-            if STUDENTS[w.size].max_steps
-            else ""
-        ),
+        caps=train_caps,
     shell:
         "OMP_NUM_THREADS={threads} metrobench train --recipe {input.recipe} --dataset {input.dataset}"
         " --seed {wildcards.seed}"
-        " --out {output} --work {params.work} {params.revision} {params.max_steps} > {log} 2>&1"
+        " --out {output} --work {params.work} {params.revision} {params.caps} > {log} 2>&1"
 
 
 rule merge:
