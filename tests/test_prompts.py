@@ -76,3 +76,25 @@ def test_tool_schemas():
     assert by_name["knowledge_base"]["required"] == []
     segment = by_name["route_planner"]["properties"]["segment_closures"]["items"]
     assert (segment["minItems"], segment["maxItems"]) == (2, 2)
+
+
+def test_the_prompt_digest_follows_the_rendered_text_not_the_data(bench, monkeypatch):
+    """A run's fingerprint carries prompt_digest: any edit of what the model is told changes it."""
+    from metrobench.agents import prompts
+    from metrobench.agents.runner.config import ModelConfig
+
+    before, fingerprint = prompts.prompt_digest(), ModelConfig(name="m").fingerprint()
+    assert re.fullmatch(r"[0-9a-f]{16}", before)
+    rendered = prompts.render_system_prompt(prompts._PLACEHOLDER_FACTS, prompts._PLACEHOLDER_CONTEXT)
+    assert headings(rendered) == headings(system_prompt(bench.system("doha"), FULL_CONTEXT))  # every section
+    edits = [("_KNOWLEDGE", prompts._KNOWLEDGE.replace("one knowledge_base call", "a knowledge_base call")),
+             ("_RULES", prompts._RULES + "- Be brief\n"),
+             ("TOOLS", [*prompts.TOOLS[:-1], {**prompts.TOOLS[-1], "type": "tool"}])]
+    for name, edited in edits:
+        with monkeypatch.context() as patch:
+            patch.setattr(prompts, name, edited)
+            prompts.prompt_digest.cache_clear()
+            assert prompts.prompt_digest() != before, name
+            assert ModelConfig(name="m").fingerprint() != fingerprint, name
+        prompts.prompt_digest.cache_clear()
+    assert prompts.prompt_digest() == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 
 import pytest
@@ -10,7 +11,7 @@ from fake_openai_api import FakeOpenAI
 from test_runner import cfg, good_agent, run, score_records
 
 from metrobench.errors import MetrobenchError
-from metrobench.agents.prompts import PROMPT_VERSION
+from metrobench.agents.prompts import prompt_digest
 from metrobench.agents.runner.client import ChatReply
 from metrobench.agents.runner.config import ModelConfig, parse_model_config
 from metrobench.agents.runner.loop import run_case
@@ -162,18 +163,25 @@ def test_apply_tool_parser_per_mode():
 
 # --- the setting -------------------------------------------------------------------------
 
+#: The prompt as rendered (metrobench.agents.prompts.prompt_digest), pinned: an edit of the prompt changes every
+#: fingerprint (and a transcript made before it refuses to resume), so it is made on purpose.
+PROMPT_DIGEST = "6c864e9d56f8bfec"
+
+
 def test_tool_parser_setting_is_validated_and_fingerprinted_only_when_not_default():
     assert ModelConfig(name="m").tool_parser == "auto"
     assert parse_model_config({"name": "m", "tool_parser": "hermes"}).tool_parser == "hermes"
     expected = "field tool_parser: Input should be 'auto', 'hermes' or 'none'"
     with pytest.raises(MetrobenchError, match=expected):
         parse_model_config({"name": "m", "tool_parser": "qwen"}, "m.yaml")
-    # the default hashes as before the setting existed (these are the pre-setting values)
-    assert PROMPT_VERSION == "metrobench-1", "a new prompt version changes every fingerprint: update below"
-    assert ModelConfig(name="m").fingerprint() == "9a3896459999f288"
-    assert ModelConfig(name="m", tool_parser="auto").fingerprint() == "9a3896459999f288"
+    # the default parser is not hashed: the fingerprint of the settings and the prompt alone
+    assert prompt_digest() == PROMPT_DIGEST, "the prompt changed, so every fingerprint did: update the pins"
+    plain = ModelConfig(name="m")
+    shaping = json.dumps({"name": "m", **plain.settings(), "prompt": PROMPT_DIGEST}, sort_keys=True)
+    assert plain.fingerprint() == hashlib.sha256(shaping.encode()).hexdigest()[:16] == "127d698821b8899c"
+    assert ModelConfig(name="m", tool_parser="auto").fingerprint() == "127d698821b8899c"
     assert ModelConfig(name="smollm", tool_choice=None,
-                       serving={"gguf": "/x/a.gguf"}).fingerprint() == "93a7ca5960456630"  # + slot_ctx
+                       serving={"gguf": "/x/a.gguf"}).fingerprint() == "5e934e96e6f4a974"  # + slot_ctx
     prints = {ModelConfig(name="m", tool_parser=p).fingerprint() for p in ("auto", "hermes", "none")}
     assert len(prints) == 3
 

@@ -5,19 +5,24 @@ because scored conventions live in them and the PEFT students were trained on
 that shape: the same sections in the same order, the same conditional blocks,
 the fare rules as the same ASCII-escaped JSON, the user message line formats.
 The prose is our own.
+
+:func:`prompt_digest` is what a run's fingerprint carries of all this: the
+SHA-256 of the templates rendered with placeholders for a system's facts and a
+case's values (every conditional section on, every event kind, the tool
+schemas). Any edit of what the model is told changes it, so a resumed run never
+mixes prompts; a change of code that renders the same text does not.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from functools import lru_cache
+from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Any
 
 from metrobench import vocabulary as V
 from metrobench.data.loader import SystemData, read_yaml
-
-#: Bump when the wording changes: it is part of a run's configuration hash.
-PROMPT_VERSION = "metrobench-1"
 
 
 @lru_cache(maxsize=None)
@@ -123,21 +128,48 @@ _KNOWLEDGE = """
 """
 
 
+@dataclass
+class SystemFacts:
+    """What a system prompt shows of one system: its framebook's names, lines, fares and policies."""
+
+    org_name: str
+    full_name: str
+    lines: list[str]
+    fare_rules: dict[str, Any]
+    language: str
+    cultural_notes: list[str]
+    operating_hours: Any
+    card: str
+    currency_symbol: str
+    policies: list[tuple[str, str]]      # (policy_id, title)
+
+
+def system_facts(system: SystemData) -> SystemFacts:
+    fb = _framebook(system)
+    return SystemFacts(
+        org_name=fb["org_name"], full_name=fb["full_name"], lines=[line.name for line in system.lines.values()],
+        fare_rules=fare_rules(system), language=fb["primary_language"], cultural_notes=fb.get("cultural_notes") or [],
+        operating_hours=fb.get("operating_hours"), card=fb["terminology"]["smartcard"],
+        currency_symbol=fb["currency_symbol"], policies=[(p.policy_id, p.title) for p in system.policies])
+
+
 def system_prompt(system: SystemData, context: dict[str, Any]) -> str:
     """The system prompt of one case (``context`` = the case's ``system_context``)."""
-    fb = _framebook(system)
-    terms = fb["terminology"]
-    parts = [f"You are the ticket kiosk assistant of {fb['org_name']} ({fb['full_name']}).\n",
+    return render_system_prompt(system_facts(system), context)
+
+
+def render_system_prompt(facts: SystemFacts, context: dict[str, Any]) -> str:
+    """The system prompt for ``facts`` and a case's ``system_context``."""
+    parts = [f"You are the ticket kiosk assistant of {facts.org_name} ({facts.full_name}).\n",
              "## System Information",
-             f"- Lines: {', '.join(line.name for line in system.lines.values())}",
-             f"- Fare rules: {json.dumps(fare_rules(system))}",
-             f"- Reply in English (the local language is {fb['primary_language']})"]
+             f"- Lines: {', '.join(facts.lines)}",
+             f"- Fare rules: {json.dumps(facts.fare_rules)}",
+             f"- Reply in English (the local language is {facts.language})"]
     text = "\n".join(parts) + "\n"
-    notes = fb.get("cultural_notes") or []
-    if notes:
-        text += "\n## Cultural Notes\n" + "".join(f"- {note}\n" for note in notes)
-    if fb.get("operating_hours"):
-        text += f"\n## Service Hours\n{json.dumps(fb['operating_hours'])}\n"
+    if facts.cultural_notes:
+        text += "\n## Cultural Notes\n" + "".join(f"- {note}\n" for note in facts.cultural_notes)
+    if facts.operating_hours:
+        text += f"\n## Service Hours\n{json.dumps(facts.operating_hours)}\n"
     temporal = context.get("temporal_context")
     if temporal:
         text += "\n## Current Time & Service Hours\n"
@@ -149,7 +181,7 @@ def system_prompt(system: SystemData, context: dict[str, Any]) -> str:
         text += "- Check that the journey falls within service hours and warn the rider if it does not\n"
         text += "- Take into account how often trains run at that time\n"
     text += _ROLE + _WORKFLOW + _REASONS + _BANNERS
-    text += _RULES.format(card=terms["smartcard"], symbol=fb["currency_symbol"])
+    text += _RULES.format(card=facts.card, symbol=facts.currency_symbol)
     if context.get("active_disruptions"):
         text += _DISRUPTIONS
     if context.get("accessibility_mode"):
@@ -160,9 +192,9 @@ def system_prompt(system: SystemData, context: dict[str, Any]) -> str:
                  "standard fare rules.\n\n" + policy["text"] + "\n\n"
                  "Apply it to the fare. If fare_calculator still quotes the old rules, correct the "
                  "total in submit_assistant_state.\n")
-    if system.policies:
+    if facts.policies:
         text += "\n## Available Policies\n"
-        text += "".join(f"- [{p.policy_id}] {p.title}\n" for p in system.policies)
+        text += "".join(f"- [{policy_id}] {title}\n" for policy_id, title in facts.policies)
         text += "Look a policy up exactly with knowledge_base and its policy_id.\n"
     if context.get("knowledge_query"):
         text += _KNOWLEDGE
@@ -287,3 +319,33 @@ _SCHEMAS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
 }
 #: The seven functions offered to the model (OpenAI function format), in the vocabulary's order.
 TOOLS: list[dict[str, Any]] = [_fn(name, *_SCHEMAS[name]) for name in V.TOOLS]
+
+
+#: Placeholders for a system's facts, a case's context and its events: rendered with them, the
+#: templates show every section and line format the model can be given, and nothing of the data.
+_PLACEHOLDER_FACTS = SystemFacts(
+    org_name="<org_name>", full_name="<full_name>", lines=["<line>", "<line>"],
+    fare_rules={"model": "<model>", "base_fare": "<symbol><fare>"}, language="<language>",
+    cultural_notes=["<note>"], operating_hours={"<day>": "<hours>"}, card="<card>", currency_symbol="<symbol>",
+    policies=[("<policy_id>", "<title>")])
+_PLACEHOLDER_CONTEXT: dict[str, Any] = {
+    "temporal_context": {"current_time": "<time>", "day_of_week": "<day>", "notes": "<notes>"},
+    "active_disruptions": ["<disruption>"], "accessibility_mode": True,
+    "policy_change": {"text": "<policy>"}, "knowledge_query": True}
+_PLACEHOLDER_EVENTS: list[dict[str, Any]] = [
+    {"type": "station_selected", "field": "origin", "value": "<station>"},
+    {"type": "passenger_count_changed", **{key: 1 for key in V.RIDER_KEYS}},
+    {"type": "freetext_input", "text": "<text>"},
+    {"type": "payment_method_selected", "method": "<method>"},
+    {"type": "disruption_update", "disruption": {"message": "<message>"}},
+    {"type": "disruption_update"}]
+
+
+@cache
+def prompt_digest() -> str:
+    """SHA-256 (16 hex) of what the model is told, rendered with placeholders: the system prompt with
+    every section, a user message with every event kind, and the tool schemas (part of a run's fingerprint)."""
+    rendered = {"system": render_system_prompt(_PLACEHOLDER_FACTS, _PLACEHOLDER_CONTEXT),
+                "user": user_message(_PLACEHOLDER_EVENTS), "tools": TOOLS}
+    blob = json.dumps(rendered, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from metrobench.credentials import env_name_problem, url_problem
 from metrobench.data.loader import read_yaml
 from metrobench.errors import MetrobenchError
-from metrobench.agents.prompts import PROMPT_VERSION
+from metrobench.agents.prompts import prompt_digest
 from metrobench.agents.runner.tool_parsing import ToolParser
 
 Provider = Literal["llama_cpp", "openai", "azure", "azure_responses", "mistral"]
@@ -142,9 +142,10 @@ class ModelConfig(BaseModel):
             "thinking", "reasoning_effort", "tool_choice", "chat_template_kwargs", "extra_body", "max_rounds"})
 
     def fingerprint(self) -> str:
-        """SHA-256 (16 hex) of the settings that shape the model's answers, and the prompt version."""
+        """SHA-256 (16 hex) of the settings that shape the model's answers, and of the prompt as rendered
+        (:func:`~metrobench.agents.prompts.prompt_digest`: an edit of the prompt changes every fingerprint)."""
         shaping = {"name": self.name, **self.settings()}
-        shaping["prompt_version"] = PROMPT_VERSION
+        shaping["prompt"] = prompt_digest()
         # Only a non-default parser is hashed, so every transcript made before the setting
         # existed keeps its fingerprint and resumes. For a model that calls tools the
         # structured way (every API model) or answers in prose, "auto" runs exactly as the
