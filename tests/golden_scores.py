@@ -2,7 +2,7 @@
 
 ``tests/data/golden_scores.parquet`` holds one row per (variant, case, component)
 for all 955 cases and six answers to each, scored by the current scorer (which
-equals the reference scorer case for case, README "Fidelity"), with a fake
+equals the reference scorer case for case, docs/scoring.md "Fidelity"), with a fake
 judge whose verdict is a digest of the judge prompt, so the judged components,
 their pre-checks and their scales are pinned too. ``test_golden.py`` rebuilds
 the table and compares it exactly: any change to a component's arithmetic, a
