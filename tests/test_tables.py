@@ -315,7 +315,7 @@ def paper_study(**extra) -> StudyConfig:
     raw = yaml.safe_load(CONFIG.read_text())
     raw["students"] = {size: {k: v for k, v in spec.items() if k != "published"}
                        for size, spec in raw["students"].items()}
-    return study(**{key: raw[key] for key in ("leaderboard", "students", "termination")}, **extra)
+    return study(**{key: raw[key] for key in ("leaderboard", "students", "termination") if key in raw}, **extra)
 
 
 PAPER_SYSTEMS = ("marta", "doha", "bart", "taipei", "cta", "beijing")
