@@ -175,7 +175,7 @@ class SensitivityCell(Section):
 class Stats(Section):
     n_resamples: int = Field(DEFAULT_RESAMPLES, ge=100, description="bootstrap resamples")
     seed: int = Field(DEFAULT_SEED, description="bootstrap seed")
-    baseline: str = Field("rule-agent", description="the model Figure 4 profiles")
+    baseline: str = Field(RULE_AGENT, description="the model Figure 4 profiles")
     bootstrap_models: list[str] = Field([], description="Table 9's models (empty: every scored model)")
     comparisons: list[tuple[str, str]] = Field([], description="Table 10's pairs (a, b): the paired delta a - b")
     category_models: list[str] = Field([], description="the category matrix's models (empty: every scored model)")
