@@ -41,8 +41,8 @@ from metrobench.errors import MetrobenchError
 if TYPE_CHECKING:
     from metrobench.study import StudyConfig
 
-PACKAGES = ("metrobench", "pydantic", "pyarrow", "pandas", "snakemake", "openai", "anthropic",
-            "llama_cpp_python", "torch", "transformers", "peft", "trl", "bitsandbytes")
+PACKAGES = ("metrobench", "pydantic", "networkx", "pyarrow", "pandas", "snakemake", "openai",
+            "anthropic", "llama_cpp_python", "torch", "transformers", "peft", "trl", "bitsandbytes")
 #: Instruction sets whose kernels trap where the OS does not enable them (XSAVE state).
 RISKY_FEATURES = ("AVX512", "AVX512_VBMI", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8", "AMX_TILE",
                   "AMX_BF16")

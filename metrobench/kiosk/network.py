@@ -4,7 +4,7 @@ The graph is the reference's expanded line graph (:mod:`metrobench.kiosk.graph`)
 ``("enter", s)``, ``(s, line)`` and ``("exit", s)``; travel edges in both
 directions weighted by travel time, zero-cost entry/exit edges, and a 5-minute
 transfer edge between every pair of lines at a station. Routes are found with
-the bidirectional Dijkstra the reference runs (networkx's, step for step), so the float
+the search the reference runs (networkx's bidirectional Dijkstra), so the float
 arithmetic that decides between distinct station paths of equal time decides
 the same way (six ground-truth routes depend on it, e.g. TRTC-A-013, CTA-D-003).
 
