@@ -150,9 +150,14 @@ def runs_root(partition: str, root: str = RESULTS) -> str:
     return f"{root}/runs/{partition}"
 
 
+def run_file(runs_dir: str, model: str, system: str) -> str:
+    """A model's transcript of a system inside a runs folder (what ``--runs DIR`` options take)."""
+    return f"{runs_dir}/{model}/{system}.jsonl"
+
+
 def run_path(model: str, system: str, partition: str, root: str = RESULTS) -> str:
     """One view of a run: the transcript of a model on a system's cases of one partition."""
-    return f"{runs_root(partition, root)}/{model}/{system}.jsonl"
+    return run_file(runs_root(partition, root), model, system)
 
 
 #: What a scores folder holds: Tier 1 only (``--judge none``: Table 4 and the teacher

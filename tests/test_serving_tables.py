@@ -17,9 +17,10 @@ from metrobench.transcripts.records import CaseRecord, TranscriptWriter
 REPO = Path(__file__).resolve().parents[1]
 
 
-def record_runs(results: Path, model: str, settings: dict, build: str | None, cases: int = 2) -> None:
-    """A model's transcript as the runner writes it: settings and serving in every record."""
-    path = Path(layout.run_path(model, "marta", "all", str(results)))
+def record_runs(results: Path, model: str, settings: dict, build: str | None, cases: int = 2,
+                partition: str = "all") -> None:
+    """A model's transcript as the runner writes it (in the config's view): settings and serving in every record."""
+    path = Path(layout.run_path(model, "marta", partition, str(results)))
     path.parent.mkdir(parents=True, exist_ok=True)
     serving = {"build": {"version": "x", "build": 1, "commit": "0c1e570", "tag": build}} if build else \
         {"dialect": settings["provider"], "deployment": settings["model"]}
@@ -82,12 +83,12 @@ def test_table5_says_what_the_papers_table5_says(paper):
 def test_the_tables_read_the_runs_not_the_config(tmp_path):
     study = load_study([REPO / "config" / "demo.yaml"])
     settings = study_model_config("smollm2-135m", study.models["smollm2-135m"]).settings()
-    record_runs(tmp_path, "smollm2-135m", {**settings, "max_tokens": 77}, None)
+    record_runs(tmp_path, "smollm2-135m", {**settings, "max_tokens": 77}, None, partition=study.bench.partition)
     frame = table6(study, tmp_path)
     assert frame["output_tokens"].tolist() == [77]          # what ran, whatever the config says now
     with pytest.raises(Skip):
         table6(study, tmp_path / "empty")
-    path = Path(layout.run_path("smollm2-135m", "doha", "all", str(tmp_path)))
+    path = Path(layout.run_path("smollm2-135m", "doha", "holdout", str(tmp_path)))
     path.parent.mkdir(parents=True, exist_ok=True)
     with TranscriptWriter(path) as writer:       # a second system run with other settings: not one row
         writer.write(CaseRecord(case_id="DOHA-A-001", model="smollm2-135m", system="doha",

@@ -14,9 +14,7 @@ from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
 from metrobench.scoring.errata import ERRATA
 from metrobench.scoring.metrics import headline
-from metrobench.scoring.scorer import Scorer
 from metrobench.data.partition import load_split
-from metrobench.transcripts.records import read_run
 
 if TYPE_CHECKING:
     from metrobench.study import StudyConfig
@@ -93,18 +91,22 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
 
 
 def errata_table(bench: Benchmark, runs: Path, models: list[str]) -> pd.DataFrame:
-    """Held-out and full Tier 1 / composite (judge off: lower bound) under each erratum."""
+    """Held-out and full Tier 1 / composite (judge off: lower bound) under each erratum.
+
+    Each run is scored as ``metrobench score`` scores it (its recorded cases), once per erratum.
+    """
+    from metrobench.scoring.runs import score_run
+
     split = load_split(bench)
-    records = {(m, s): read_run(Path(runs) / m / f"{s}.jsonl").records for m in models for s in SYSTEMS}
     rows = []
     for name in ["default", *ERRATA]:
         errata = frozenset() if name == "default" else frozenset({name})
         for model in models:
             totals = {}
             for system in SYSTEMS:
-                scored = Scorer(bench.system(system), errata=errata).score(
-                    [c.raw for c in bench.cases(system)], records[(model, system)], warn=lambda _: None)
-                totals[system] = [s.totals(system) for s in scored]
+                scored = score_run(bench, layout.run_file(str(runs), model, system), judge=None, errata=errata,
+                                   partitions=split, model=model, system=system, warn=lambda _: None)
+                totals[system] = [s.totals(system) for s in scored.scores]
             held = headline({s: [c for c in v if split.get(c.case_id) == "holdout"] for s, v in totals.items()})
             full = headline(totals)
             rows.append({"erratum": name, "model": model, "holdout_tier1": round(held.tier1, 2),

@@ -276,11 +276,11 @@ def protocol(config: StudyConfig, results: Path) -> pd.DataFrame:
     """How each model uses the kiosk protocol (:mod:`metrobench.paper.protocol`), from its transcripts.
 
     The models of Table 9 (``stats.bootstrap_models``, student groups as their seeds),
-    or, where none are configured, every model with a folder under ``<results>/runs``.
+    or, where none are configured, every model with a folder in the benchmark's view of the runs.
     """
     from metrobench.paper.protocol import model_records, protocol_row
 
-    runs = Path(results) / "runs"
+    runs = Path(layout.runs_root(config.bench.partition, str(results)))
     if config.stats.bootstrap_models:
         models = layout.members(config.seeds(), config.stats.bootstrap_models)
     else:

@@ -75,7 +75,7 @@ def _cases_of(bench: Benchmark, run: Run, system: str, selection: str | None, sa
 class ScoredRun:
     model: str
     system: str
-    path: Path
+    path: Path | None   # the Parquet file, once written
     scores: list[CaseScore]
 
     @property
@@ -87,7 +87,19 @@ def score_run_file(bench: Benchmark, run_path: Path | str, out: Path, *, judge: 
                    errata: frozenset[str] = frozenset(), selection: str | None = None,
                    partitions: dict[str, str] | None = None, model: str | None = None,
                    system: str | None = None, warn: Any = None, sample: int | None = None) -> ScoredRun:
-    """Score one run file (our transcript or a reference result) into ``out``.
+    """Score one run file (our transcript or a reference result) into ``out``: :func:`score_run`, then Parquet."""
+    partitions = partitions if partitions is not None else load_split(bench, None)
+    scored = score_run(bench, run_path, judge=judge, errata=errata, selection=selection, partitions=partitions,
+                       model=model, system=system, warn=warn, sample=sample)
+    scored.path = write_scores(out, scored.model, scored.system, scored.scores, partitions)
+    return scored
+
+
+def score_run(bench: Benchmark, run_path: Path | str, *, judge: Judge | None,
+              errata: frozenset[str] = frozenset(), selection: str | None = None,
+              partitions: dict[str, str] | None = None, model: str | None = None,
+              system: str | None = None, warn: Any = None, sample: int | None = None) -> ScoredRun:
+    """Score one run file (our transcript or a reference result): the one scoring path of every command.
 
     The cases are those the run recorded (:mod:`metrobench.transcripts.selection`), else
     ``selection`` (partition; default all) and ``sample``.
@@ -101,5 +113,4 @@ def score_run_file(bench: Benchmark, run_path: Path | str, out: Path, *, judge: 
     cases = _cases_of(bench, run, system, selection, sample, partitions)
     scorer = Scorer(bench.system(system), errata=errata, judge=judge)
     scores = scorer.score([c.raw for c in cases], run.records, model=name, warn=warn)
-    path = write_scores(out, name, system, scores, partitions)
-    return ScoredRun(name, system, path, scores)
+    return ScoredRun(name, system, None, scores)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metrobench import layout
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import CASE_PREFIX, SYSTEMS
 from metrobench.atomic import atomic_open, write_text
@@ -207,7 +208,7 @@ def select_traces(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, f
         if scores is None:
             raise MetrobenchError(f"no scores for teacher {teacher!r}")
         for system in systems:
-            path = Path(runs_dir) / teacher / f"{system}.jsonl"
+            path = Path(layout.run_file(str(runs_dir), teacher, system))
             if not path.is_file():
                 raise MetrobenchError(f"{path}: no run of teacher {teacher} on {system}")
             for record in read_run(path).records:

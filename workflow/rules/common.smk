@@ -11,7 +11,7 @@ import yaml
 from metrobench import layout
 from metrobench.errors import MetrobenchError
 from metrobench.hub.lock import lock_problems, read_lock
-from metrobench.study import read_sources, validate_study
+from metrobench.study import RULE_AGENT, read_sources, validate_study
 from metrobench.training.chat_template import chat_template
 from metrobench.training.recipe import load_recipe
 
@@ -37,7 +37,6 @@ SEEDS = sorted({seed for spec in STUDENTS.values() for seed in spec.seeds})
 BENCH_VIEW = STUDY.bench.partition
 HOLDOUT_VIEW = "holdout"
 TEACHER_VIEW = "train"
-RULE_AGENT = "rule-agent"
 
 
 def _alternatives(names):
@@ -347,7 +346,7 @@ def intermediate(path):
     return temp(path) if STUDY.peft_temporary else path
 
 
-# The runs the errata table rescores: the config's errata_models, else the rule agent.
-ERRATA_MODELS = STATS.errata_models or [RULE_AGENT]
-# The models of the case viewer (results/view): the config's view.models, else the leaderboard's.
-VIEW_MODELS = members(STUDY.view.models) or LEADERBOARD or [RULE_AGENT]
+# The runs the errata table rescores (default: the rule agent).
+ERRATA_MODELS = STATS.errata_models
+# The models of the case viewer: the config's view.models, else the leaderboard's, else the rule agent.
+VIEW_MODELS = STUDY.view_models()

@@ -59,7 +59,7 @@ rule summary:
     conda:
         "../envs/cpu.yaml"
     params:
-        scores=layout.scores_root(BENCH_VIEW),
+        scores=lambda w: layout.scores_root(BENCH_VIEW),
     shell:
         "(metrobench summary --scores {params.scores} --model {wildcards.model} --partition holdout"
         " && echo && metrobench summary --scores {params.scores} --model {wildcards.model}"

@@ -86,7 +86,7 @@ rule errata_table:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
-        runs=layout.runs_root("all"),
+        runs=lambda w: layout.runs_root("all"),
         models=" ".join(f"--model {m}" for m in ERRATA_MODELS),
     shell:
         "metrobench errata-table {params.data} --runs {params.runs} {params.models} --out {output.csv}"
@@ -105,8 +105,8 @@ rule view:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
-        runs=layout.runs_root(BENCH_VIEW),
-        scores=layout.scores_root(BENCH_VIEW),
+        runs=lambda w: layout.runs_root(BENCH_VIEW),
+        scores=lambda w: layout.scores_root(BENCH_VIEW),
         models=" ".join(f"--model {m}" for m in VIEW_MODELS),
     shell:
         "metrobench view {params.data} --runs {params.runs} --scores {params.scores} {params.models}"

@@ -19,8 +19,8 @@ rule trainset:
         "../envs/train.yaml"
     params:
         data=data_flag(),
-        scores=layout.scores_root(TEACHER_VIEW, layout.TIER1),
-        runs=layout.runs_root(TEACHER_VIEW),
+        scores=lambda w: layout.scores_root(TEACHER_VIEW, layout.TIER1),
+        runs=lambda w: layout.runs_root(TEACHER_VIEW),
         recipes=lambda w, input: " ".join(f"--recipe {r}" for r in input.recipes),
         teachers=",".join(TEACHERS),
         min_tier1=STUDY.trainset.min_tier1,
