@@ -17,9 +17,8 @@ LLAMA_CMAKE_ARGS ?=
 PIP    := $(BIN)/pip install --progress-bar off -c constraints/ci.txt
 # The package's bytecode, written once as pip does for a regular install: an editable
 # install leaves it to the first import, which writes nothing where PYTHONDONTWRITEBYTECODE
-# is set, so every one of the workflow's processes would compile the package again (0.06-0.09 s
-# each; benchmarks/startup_vs_reference.py). The study targets refresh it first (a second or so
-# after a pull; nothing when it is current).
+# is set, so every one of the workflow's processes would compile the package again. The study
+# targets refresh it first (a second or so after a pull; nothing when it is current).
 BYTECODE = $(BIN)/python -m compileall -q metrobench
 
 SYSTEMS := marta doha bart taipei cta beijing

@@ -7,11 +7,7 @@ belongs, a read-only place such as /proc, a missing executable).
 
 This module keeps only the entry point: :func:`build_parser` asks each stage
 module of :mod:`metrobench.commands` to register its subcommands (options beside
-their handlers there), and :func:`main` turns errors into that one line. A
-subcommand may also set a ``prepare`` default: what to do first in a process
-that is the command's own (``main()`` reading ``sys.argv``, never ``main(argv)``
-in someone else's process), such as ``score`` importing pyarrow without numpy
-(:mod:`metrobench.arrow`).
+their handlers there), and :func:`main` turns errors into that one line.
 """
 
 from __future__ import annotations
@@ -60,8 +56,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error, already printed on one line (2)
         return exc.code if isinstance(exc.code, int) else 2
-    if argv is None and getattr(args, "prepare", None):  # this process is the command's own
-        args.prepare()
     try:
         return args.func(args)
     except MetrobenchError as exc:

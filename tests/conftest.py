@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,13 +12,6 @@ import pytest
 from metrobench.data import Benchmark
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def python_last_line(code: str) -> str:
-    """Run CODE in a fresh Python (this one's interpreter) and return the last line it printed; it must succeed."""
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip().splitlines()[-1]
 
 
 def workflow_copy(tmp: Path) -> Path:

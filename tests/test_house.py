@@ -8,13 +8,11 @@ import sys
 
 import pytest
 
-from conftest import python_last_line
 from metrobench.atomic import atomic_dir, atomic_open, atomic_path, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, iter_objects
 from metrobench.retry import MAX_DELAY_S, backoff_delay, retry_after
 from metrobench.kiosk.sessions import SessionStore
-from metrobench.transcripts.records import read_run
 
 
 # --- sessions: replay (case context) and the HTTP server (none) agree on every other case id
@@ -132,22 +130,3 @@ def test_backoff_honours_retry_after_and_otherwise_doubles_with_jitter_capped_at
         delays = [backoff_delay(attempt, 1.0) for _ in range(50)]
         assert all(low <= d <= low * 1.25 for d in delays) and len(set(delays)) > 1
     assert backoff_delay(20, 1.0) == MAX_DELAY_S
-
-
-def test_the_rule_baseline_and_its_scoring_import_neither_networkx_nor_pandas(root, tmp_path):
-    """The workflow runs rule-agent and score once per system: their imports set its pace.
-
-    Routing has its own Dijkstra (no networkx) and the Parquet writer skips pyarrow's
-    pandas probe; the scores are still real Parquet that pandas-free pyarrow reads back.
-    """
-    run, scores = tmp_path / "doha.jsonl", tmp_path / "scores"
-    code = ("import sys; from metrobench.cli import main; "
-            f"assert main(['rule-agent', '--data', {str(root)!r}, '--system', 'doha', '--out', {str(run)!r}]) == 0; "
-            f"assert main(['score', '--data', {str(root)!r}, '--run', {str(run)!r}, '--out', {str(scores)!r}]) == 0; "
-            "print(sorted(m for m in ('networkx', 'pandas') if m in sys.modules))")
-    assert python_last_line(code) == "[]"
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(scores / "model=rule-agent" / "system=doha" / "part.parquet")
-    assert table.num_rows > 0 and set(table.column("case_id").to_pylist()) == {
-        record.case_id for record in read_run(run).records}

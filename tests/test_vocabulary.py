@@ -131,16 +131,6 @@ def test_the_scope_rubric_names_the_scope_tools_and_no_other():
     assert ", ".join(V.SCOPE_TOOLS) + ". It cannot call a taxi" in R._SCOPE
 
 
-def test_the_vocabulary_imports_nothing_heavy():
-    import subprocess
-    import sys
-
-    code = ("import sys, metrobench.vocabulary; "
-            "print(sorted(m for m in ('pydantic', 'networkx', 'pyarrow') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
 # Digests taken at d56538e, before the vocabulary existed: the model must be shown the same bytes.
 def _h(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.arrow import import_without_numpy
 from metrobench.commands.common import Subparsers, _add_data, _add_selection, _add_verify, _at_least_one, \
     _env_name, _http_url, _verified_bench
 from metrobench.vocabulary import REPORT_PARTITIONS
@@ -42,7 +41,7 @@ def _add_score(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--model", help="model name (default: the run's)")
     p.add_argument("--system", help="system (default: the run's)")
     _add_verify(p)
-    p.set_defaults(func=cmd_score, prepare=import_without_numpy)
+    p.set_defaults(func=cmd_score)
 
 
 def cmd_score(args: argparse.Namespace) -> int:

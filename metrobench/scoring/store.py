@@ -19,10 +19,8 @@ the aggregation sums in that order.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
-from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -73,42 +71,7 @@ def to_table(scores: Sequence[CaseScore], partitions: dict[str, str]) -> pa.Tabl
             columns["judged"].append(c.judged)
             columns["reason"].append(without_surrogates(c.reason))
             columns["error"].append(None if case.error is None else without_surrogates(case.error))
-    with _pandas_probe_skipped():
-        return pa.table(columns, schema=FILE_SCHEMA)
-
-
-@contextmanager
-def _pandas_probe_skipped():
-    """Build arrays without pyarrow importing pandas to ask whether our lists are pandas objects.
-
-    The first array pyarrow builds from Python objects in a process imports
-    pandas (0.3 s, more than scoring a system's cases) only to check for
-    pandas types. With pandas unimportable for that moment, pyarrow notes it
-    as absent for the check and goes on; a later explicit pandas call
-    (``Table.to_pandas``, ``pyarrow.dataset``) imports it as usual. Nothing
-    changes where pandas is already imported.
-    """
-    if "pandas" in sys.modules:
-        yield
-        return
-    sys.meta_path.insert(0, _NO_PANDAS)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(_NO_PANDAS)
-
-
-class _PandasUnimportable:
-    """A meta-path finder under which ``import pandas`` fails (pyarrow's own import of it, here)."""
-
-    @staticmethod
-    def find_spec(name: str, path=None, target=None):
-        if name.partition(".")[0] == "pandas":
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-_NO_PANDAS = _PandasUnimportable()
+    return pa.table(columns, schema=FILE_SCHEMA)
 
 
 def write_scores(out: Path, model: str, system: str, scores: Sequence[CaseScore],
