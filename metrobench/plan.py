@@ -8,7 +8,7 @@ the job runs (bench / rule-agent: runs, score, train, merge / export-gguf /
 quantize: export, ...), prefixed ``teacher`` for the train view (the teachers').
 A run's cases are those its own flags select (``--system``, ``--partition`` under
 ``--split``, ``--sample``, ``--cases``, ``--limit``: the selection ``bench``
-resolves, :class:`~metrobench.transcripts.selection.Selection`), less the cases
+resolves, :class:`~metrobench.data.selection.Selection`), less the cases
 its transcript already holds (a resumed run skips them) — with ``--work W``, the
 cases ``W`` holds and those an earlier planned view of ``W`` runs, so a case two
 targets read counts once. A score's cases are its run's view. When the split
@@ -249,7 +249,7 @@ class Cases:
 
     def selected(self, flags: argparse.Namespace) -> set[str]:
         """The ids of the cases a run's flags select."""
-        from metrobench.transcripts.selection import Selection
+        from metrobench.data.selection import Selection
 
         if not flags.system:
             return set()

@@ -10,7 +10,8 @@ import pytest
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
 from metrobench.data.partition import load_split, select_cases
-from metrobench.transcripts.selection import Selection, recorded_selection, split_digest
+from metrobench.data.selection import Selection, split_digest
+from metrobench.transcripts.selection import recorded_selection
 from metrobench.transcripts.records import read_run, write_transcript
 
 

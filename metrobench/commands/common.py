@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from metrobench.data.models import Case
     from metrobench.agents.runner.config import ModelConfig
     from metrobench.study import StudyConfig
-    from metrobench.transcripts.selection import Selection
+    from metrobench.data.selection import Selection
 
 Subparsers = argparse._SubParsersAction  # what ``register(subparsers)`` receives
 
@@ -211,10 +211,10 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
 def _run_selection(args: argparse.Namespace, bench: Benchmark) -> tuple[Selection, list[Case]]:
     """The cases a run covers: --partition/--split, then --sample, --cases and --limit, in that order.
 
-    Returned with the :class:`~metrobench.transcripts.selection.Selection` the run records.
+    Returned with the :class:`~metrobench.data.selection.Selection` the run records.
     """
     from metrobench.data.partition import load_split
-    from metrobench.transcripts.selection import Selection, split_digest
+    from metrobench.data.selection import Selection, split_digest
 
     partitions = load_split(bench, args.split)
     wanted = tuple(c.strip() for c in args.cases.split(",") if c.strip()) if getattr(args, "cases", None) else None

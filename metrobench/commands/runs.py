@@ -28,7 +28,7 @@ from metrobench.errors import MetrobenchError
 if TYPE_CHECKING:
     from metrobench.agents.runner.run import RunSummary
     from metrobench.data.models import Case
-    from metrobench.transcripts.selection import Selection
+    from metrobench.data.selection import Selection
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:

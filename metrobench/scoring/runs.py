@@ -22,7 +22,8 @@ from metrobench.scoring.judge import Judge
 from metrobench.scoring.scorer import CaseScore, Scorer
 from metrobench.scoring.names import check_name
 from metrobench.scoring.store import write_scores
-from metrobench.transcripts.selection import Selection, overridden, recorded_selection, split_digest
+from metrobench.data.selection import Selection, split_digest
+from metrobench.transcripts.selection import overridden, recorded_selection
 from metrobench.transcripts.records import MISSING, Run, read_run
 from metrobench.vocabulary import WHOLE
 

@@ -21,7 +21,7 @@ from metrobench.transcripts.records import iter_transcript, write_transcript
 
 if TYPE_CHECKING:
     from metrobench.data.models import Case
-    from metrobench.transcripts.selection import Selection
+    from metrobench.data.selection import Selection
 
 
 def cut_view(work: Path, out: Path, selection: Selection, cases: list[Case]) -> int:

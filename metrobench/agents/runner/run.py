@@ -35,7 +35,7 @@ from metrobench.agents.runner.client import ChatClient, RunStopped
 from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.loop import run_case
 from metrobench.agents.serving_record import differences
-from metrobench.transcripts.selection import Selection
+from metrobench.data.selection import Selection
 from metrobench.transcripts.records import (ENDINGS, CaseRecord, TranscriptWriter, ending, iter_transcript,
                                             transcript_lock, write_transcript)
 
