@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from metrobench import layout
+from metrobench.agents.rule_agent import MODEL_NAME as RULE_AGENT
 from metrobench.errors import MetrobenchError
 from metrobench.study import Rate, StudyConfig, load_study
 
@@ -205,7 +206,7 @@ def model_of(job: Job, words: list[str], flags: argparse.Namespace | None) -> st
     if "size" in job.wildcards:
         return layout.student_group(job.wildcards["size"])
     if words and words[0] == "rule-agent":
-        return (flags.model if flags else None) or "rule-agent"
+        return (flags.model if flags else None) or RULE_AGENT
     return "-"
 
 

@@ -1,6 +1,6 @@
 """How models use the kiosk protocol, from their transcripts: one Markdown row per model.
 
-    python scripts/protocol_stats.py --runs results/runs --model smollm2-135m-mini --model 135m-peft-s42
+    python scripts/protocol_stats.py --runs results/runs/holdout --model smollm2-135m-mini --model 135m-peft-s42
 
 The computation is :mod:`metrobench.paper.protocol` (the study's own table is
 ``results/protocol.csv``, built by ``metrobench tables``); this prints the same

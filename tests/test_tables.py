@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from metrobench import layout
 from metrobench.paper import figures
 from metrobench.paper.markdown import PUBLISHED_COLUMN, markdown
 from metrobench.scoring.store import SCHEMA
@@ -220,7 +221,7 @@ def _rule_agent_runs(root: Path, results: Path) -> None:
     for model, mode in (("rule-agent", "baseline"), ("rule-agent-teacher", "teacher")):
         assert main(["rule-agent", "--data", str(root), "--system", "doha", "--system", "cta", "--mode", mode,
                      "--partition", "holdout", "--model", model, "--no-verify",
-                     "--out", str(results / "runs" / model / "{system}.jsonl")]) == 0
+                     "--out", layout.run_path(model, "{system}", "all", str(results))]) == 0
 
 
 def test_protocol_table_from_real_rule_agent_transcripts(root, tmp_path):
@@ -228,7 +229,7 @@ def test_protocol_table_from_real_rule_agent_transcripts(root, tmp_path):
 
     _rule_agent_runs(root, tmp_path)
     lines = [json.loads(x) for s in ("cta", "doha")
-             for x in (tmp_path / "runs" / "rule-agent" / f"{s}.jsonl").read_text().splitlines()]
+             for x in Path(layout.run_path("rule-agent", s, "all", str(tmp_path))).read_text().splitlines()]
     refused = sum(r["tool_calls_made"][-1]["error"] is not None for r in lines)   # one submission a case
     assert len(lines) == 78 and 0 < refused < 78
     frame = protocol(study(stats={"bootstrap_models": ["rule-agent", "rule-agent-teacher"]}), tmp_path)
@@ -248,7 +249,7 @@ def test_protocol_counts_unread_calls_rounds_and_endings_by_kind(root, tmp_path)
     from metrobench.paper.tables import protocol
 
     _rule_agent_runs(root, tmp_path)
-    path = tmp_path / "runs" / "rule-agent-teacher" / "doha.jsonl"
+    path = Path(layout.run_path("rule-agent-teacher", "doha", "all", str(tmp_path)))
     records = [json.loads(x) for x in path.read_text().splitlines()][:4]
     unread = {"name": "route_planner", "arguments": "{oops", "result": None,
               "error": "arguments are not valid JSON: Expecting property name"}
@@ -259,13 +260,13 @@ def test_protocol_counts_unread_calls_rounds_and_endings_by_kind(root, tmp_path)
     records[2].update(api_rounds=3)
     records[3].update(api_rounds=2)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    (tmp_path / "runs" / "rule-agent-teacher" / "cta.jsonl").unlink()
+    Path(layout.run_path("rule-agent-teacher", "cta", "all", str(tmp_path))).unlink()
     row = protocol(study(stats={"bootstrap_models": ["rule-agent-teacher"]}), tmp_path).iloc[0].to_dict()
     assert row == {"model": "rule-agent-teacher", "cases": 4, "executed_call_pct": 50.0, "accepted_pct": 50.0,
                    "mean_rounds": 3.0, "ended_pct": 50.0, "model_error_pct": 25.0,
                    "infrastructure_error_pct": 25.0}
     script = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "protocol_stats.py"),
-                             "--runs", str(tmp_path / "runs"), "--model", "rule-agent-teacher"],
+                             "--runs", layout.runs_root("all", str(tmp_path)), "--model", "rule-agent-teacher"],
                             capture_output=True, text=True)
     assert script.returncode == 0, script.stderr
     assert "| rule-agent-teacher | 4 | 50.0 | 50.0 | 3.0 | 50.0 | 25.0 | 25.0 |" in script.stdout
@@ -553,10 +554,10 @@ def test_the_workflow_scores_the_published_student_for_table4(tmp_path):
              for extra in ((), ("published.yaml",))]
     assert all(plan.returncode == 0 for plan in plans), plans[1].stderr[-2000:]
     plain, published = (job_counts(plan.stdout) for plan in plans)
-    assert published["score_tier1"] == plain["score_tier1"] + 6    # the rule agent, judge-free, six systems
-    assert published.get("rule_agent", 0) == plain.get("rule_agent", 0) + 6
-    assert "scores-tier1/model=rule-agent/system=marta" in plans[1].stdout
-    assert "scores-tier1/model=rule-agent" not in plans[0].stdout
+    assert published["score"] == plain["score"] + 6    # the rule agent's held-out view, judge-free, six systems
+    assert published["run"] == plain["run"] + 6
+    assert "scores/tier1/holdout/model=rule-agent/system=marta" in plans[1].stdout
+    assert "scores/tier1/holdout/model=rule-agent" not in plans[0].stdout
 
 
 def test_a_configured_note_is_printed_under_its_markdown_table_and_the_demo_says_what_it_shows():

@@ -49,9 +49,10 @@ def test_paper_plan_for_table4(tmp_path):
     assert counts == {
         "fetch_data": 1, "verify_data": 1, "partition": 1,           # data.path empty: the pinned clone
         "fetch_gguf": 9, "fetch_base": 4,                 # 4 bases, 35B teacher, 4 published students; 4 bases
-        "teacher_model": 12, "teacher_score": 12, "trainset": 1,     # 2 teachers x 6 systems, train only
-        "train": 9, "merge": 9, "gguf": 9, "quantize": 9,            # 4 sizes x seeds 42/43, + 2B seed 44
-        "bench_model": 102, "score_tier1": 102,           # (4 bases + 9 students + 4 published) x 6 systems
+        "trainset": 1, "train": 9, "merge": 9, "gguf": 9, "quantize": 9,  # 4 sizes x seeds 42/43, + 2B seed 44
+        # views: 2 teachers x 6 systems, train; (4 bases + 9 students + 4 published) x 6 systems, held out;
+        # each scored Tier 1 only
+        "run": 12 + 102, "score": 12 + 102,
         "table": 1,
     }
     assert "../shared" not in plan.stdout
@@ -133,7 +134,8 @@ def test_table4_plan_fetches_every_model_by_name_and_needs_no_judge(tmp_path):
         assert plan.returncode == 0, plan.stderr[-2000:]
         counts = job_counts(plan.stdout)
         assert counts["fetch_gguf"] == 9 and counts["fetch_base"] == 4
-        assert "score" not in counts and counts["score_tier1"] == 102
+        assert counts["score"] == 12 + 102 and all("tiers=tier1" in block for block in plan.stdout.split("\n\n")
+                                                   if "rule score:" in block)
         commands = [ln for ln in plan.stdout.splitlines() if "metrobench " in ln]
         assert not any("anthropic" in c or "ANTHROPIC" in c for c in commands)
         assert all("--judge none" in c for c in commands if "metrobench score" in c)
@@ -142,7 +144,7 @@ def test_table4_plan_fetches_every_model_by_name_and_needs_no_judge(tmp_path):
             sorted(TABLE4_GGUFS)
         assert "../shared" not in plan.stdout
         # a base GGUF is an input of its bench jobs, so it is fetched before the server starts
-        bench = plan.stdout.split("rule bench_model", 1)[1].split("\n\n", 1)[0]
+        bench = plan.stdout.split("rule run:", 1)[1].split("\n\n", 1)[0]
         assert re.search(r"input: .*models/Qwen3\.5-", bench)
 
 
@@ -160,7 +162,7 @@ def test_plans_stop_at_once_on_a_served_file_with_no_source_or_a_stale_lock(tmp_
                       "`metrobench lock`"], bad.stderr
     (cwd / "models").mkdir()
     (cwd / "models" / "mine.gguf").write_bytes(b"GGUF")          # placed by hand: plans
-    assert snakemake(cwd, "results/runs/mine/marta.jsonl", "-n", "--configfile", "config/config.yaml",
+    assert snakemake(cwd, "results/runs/all/mine/marta.jsonl", "-n", "--configfile", "config/config.yaml",
                      "extra.yaml").returncode == 0
 
     write_lock(cwd, TABLE4_GGUFS[:1], [])
@@ -211,8 +213,8 @@ def test_a_run_without_a_lock_stops_in_its_fetch_jobs_and_with_one_fetches_and_v
 
 
 def _bench_resources(cwd: Path, model: str) -> str:
-    out = snakemake(cwd, "-n", f"results/runs/{model}/marta.jsonl").stdout
-    return next(ln for ln in out.split("rule bench_model", 1)[1].splitlines() if "resources:" in ln)
+    out = snakemake(cwd, "-n", f"results/runs/all/{model}/marta.jsonl").stdout
+    return next(ln for ln in out.split("rule run:", 1)[1].splitlines() if "resources:" in ln)
 
 
 @pytest.mark.slow
@@ -233,7 +235,7 @@ def test_training_leaves_cores_free_and_hosted_teachers_hold_no_gpu(tmp_path):
     (cwd / "hosted.yaml").write_text(yaml.safe_dump({"teachers": ["mistral-small-2603", "qwen3.5-27b"]}))
     plan = snakemake(cwd, "-n", "--cores", "8", "results/peft/2b/seed42/adapter", "--configfile",
                      "config/config.yaml", "hosted.yaml").stdout
-    teacher_jobs = [block for block in plan.split("\n\n") if "rule teacher_model:" in block]
+    teacher_jobs = [block for block in plan.split("\n\n") if "rule run:" in block and "partition=train" in block]
     hosted = [b for b in teacher_jobs if "model=mistral-small-2603" in b]
     local = [b for b in teacher_jobs if "model=qwen3.5-27b" in b]
     assert hosted and all("gpu=0" in b for b in hosted)
@@ -272,9 +274,9 @@ def test_small_real_run_builds_tables_and_figures(small_run):
     assert "Nothing to be done" in again.stdout + again.stderr
     # Forcing one run reruns its chain (its score, and what reads the scores), nothing else:
     # the same mechanism as --forcerun results/peft/4b/seed43/adapter on the paper config.
-    forced = snakemake(cwd, "--configfile", "small.yaml", "-n", "--forcerun", "results/runs/rule-agent/marta.jsonl")
+    forced = snakemake(cwd, "--configfile", "small.yaml", "-n", "--forcerun", "results/runs/all/rule-agent/marta.jsonl")
     counts = job_counts(forced.stdout)
-    assert counts["rule_agent"] == 1 and counts["score"] == 1 and counts["errata_table"] == 1
+    assert counts["run"] == 1 and counts["score"] == 1 and counts["errata_table"] == 1
     assert "partition" not in counts and "verify_data" not in counts
 
 

@@ -18,21 +18,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 from metrobench import vocabulary as V
-from metrobench.data.loader import SystemData, read_yaml
-
-
-@lru_cache(maxsize=None)
-def _framebook(system: SystemData) -> dict[str, Any]:
-    return read_yaml(system.directory / "framebook.yaml")["framebook"]
+from metrobench.data.loader import SystemData
 
 
 def fare_rules(system: SystemData) -> dict[str, Any]:
     """The fare facts shown to the model, keys in the reference's order."""
-    fb, fares = _framebook(system), system.fares_raw
+    fb, fares = system.framebook_raw, system.fares_raw
     symbol, terms = fb["currency_symbol"], fb["terminology"]
     rules: dict[str, Any] = {
         "model": fares.get("model", "flat"),
@@ -145,7 +140,7 @@ class SystemFacts:
 
 
 def system_facts(system: SystemData) -> SystemFacts:
-    fb = _framebook(system)
+    fb = system.framebook_raw
     return SystemFacts(
         org_name=fb["org_name"], full_name=fb["full_name"], lines=[line.name for line in system.lines.values()],
         fare_rules=fare_rules(system), language=fb["primary_language"], cultural_notes=fb.get("cultural_notes") or [],

@@ -56,6 +56,7 @@ class SystemData:
     framebook: Framebook
     policies: list[Policy]
     fares_raw: dict[str, Any] = field(repr=False)  # as written; prompts print it verbatim
+    framebook_raw: dict[str, Any] = field(repr=False)  # as written; the prompt and the judge's facts quote it
     stations_raw: dict[str, dict[str, Any]] = field(repr=False)  # as written; station_info returns it
 
     @property
@@ -198,7 +199,8 @@ def _load_system_cached(root: Path, name: str) -> SystemData:
         raise DataError(str(fares_path), "a distance fare model needs fare_brackets", field="fare_brackets")
 
     framebook_path = directory / "framebook.yaml"
-    framebook = validate(FramebookFile, read_yaml(framebook_path), framebook_path).framebook
+    framebook_file = read_yaml(framebook_path)
+    framebook = validate(FramebookFile, framebook_file, framebook_path).framebook
 
     policies_path = directory / "policies.json"
     policies = validate(PolicyFile, read_json(policies_path), policies_path).policies
@@ -222,6 +224,7 @@ def _load_system_cached(root: Path, name: str) -> SystemData:
         framebook=framebook,
         policies=policies,
         fares_raw=fares_raw,
+        framebook_raw=framebook_file["framebook"],
         stations_raw={item["id"]: item for item in stations_json},
     )
 

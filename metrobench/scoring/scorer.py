@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metrobench.data.loader import SystemData, read_yaml
+from metrobench.data.loader import SystemData
 from metrobench.scoring.coerce import response_of, tool_calls_of
 from metrobench.scoring.components import CaseView
 from metrobench.scoring.judge import Judge
@@ -83,8 +83,7 @@ class Scorer:
         self.system = system
         self.errata = errata
         self.judge = judge
-        framebook = read_yaml(system.directory / "framebook.yaml").get("framebook", {})
-        self.facts = system_facts(framebook, system.fares_raw)
+        self.facts = system_facts(system.framebook_raw, system.fares_raw)
 
     def _view(self, case: dict[str, Any], record: CaseRecord) -> CaseView:
         framebook = self.system.framebook
