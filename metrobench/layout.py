@@ -15,6 +15,9 @@ Naming rules:
 * one seed's training lives in ``<results>/peft/S/seedN/``: the adapter, the
   merged model, the f16 and Q4_K_M GGUFs and ``gguf_sizes.json`` (bytes of
   each GGUF by file name).
+* a configured model with ``repeats: k`` runs k times: repeat 1 is the model itself,
+  repeat ``i`` of 2..k the model ``M-rep<i>``, each with its own work transcript; the
+  repeats together are the model (its numbers are the mean over them, as a group's).
 
 Paths are strings with ``/`` (what Snakemake's patterns are); a wildcard is
 passed as its pattern, e.g. ``run_path("{model}", "{system}", "{partition}")``.
@@ -196,3 +199,25 @@ def teacher_dataset(root: str = RESULTS) -> str:
 def table_path(name: str, root: str = RESULTS, suffix: str = ".csv") -> str:
     """A paper table (``.csv``, ``.md`` beside it) or figure (``.png``): ``<root>/<name><suffix>``."""
     return f"{root}/{name}{suffix}"
+
+
+REPEAT_SUFFIX = "-rep"
+
+
+def repeat_name(model: str, repeat: int) -> str:
+    """The model name of one repeated run: the model itself for repeat 1, else ``<model>-rep<i>``."""
+    return model if repeat == 1 else f"{model}{REPEAT_SUFFIX}{repeat}"
+
+
+def repeat_members(repeats: Mapping[str, int], models: Iterable[str]) -> list[str]:
+    """Model names with each model of ``repeats`` (name -> k) expanded to its k runs' names."""
+    return [repeat_name(model, i) for model in models for i in range(1, repeats.get(model, 1) + 1)]
+
+
+def repeat_of(repeats: Mapping[str, int], model: str) -> tuple[str, int] | None:
+    """(configured model, i) of a repeat's name ``<model>-rep<i>`` (2 <= i <= k), else None."""
+    for base, k in repeats.items():
+        for i in range(2, k + 1):
+            if model == repeat_name(base, i):
+                return base, i
+    return None

@@ -22,6 +22,15 @@ differs) and the JSON schema ``workflow/schemas/config.schema.yaml``
 (``--schema``: the same keys for editors and readers; nothing validates with it).
 Defaults that depend on other keys are methods here (:meth:`StudyConfig.view_models`),
 not fallbacks in the rules.
+
+Repeated runs: a model entry (inline, or its model config file) may say ``repeats: k``
+(an int of at least 1, checked by the runner's ModelConfig; default 1). The study then
+runs it k times, as the models :func:`metrobench.layout.repeat_name` names (the model
+itself, then ``<model>-rep2`` ...): :attr:`StudyConfig.repeats` lists them and
+:meth:`StudyConfig.members` expands a model to its runs as it expands a student group
+to its seeds, so every table that averages over a group's members averages over a
+model's repeats. A repeat's name may not be a configured model's, and students repeat
+by seed, not by ``student_serving.repeats``.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Mapping
 from datetime import date
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn, TypeVar, get_args
 
@@ -308,9 +318,20 @@ class StudyConfig(Section):
         """Seeds by student size (what :mod:`metrobench.layout`'s naming rules take)."""
         return {size: list(spec.seeds) for size, spec in self.students.items()}
 
+    @cached_property
+    def repeats(self) -> dict[str, int]:
+        """Configured models run more than once -> their ``repeats`` (inline, or in their model config file)."""
+        counts = {name: _entry_repeats(name, entry) for name, entry in self.models.items()}
+        return {name: k for name, k in counts.items() if k > 1}
+
     def members(self, models: list[str]) -> list[str]:
-        """Model names with each student group ``<size>-peft`` expanded to its seeds' models."""
-        return layout.members(self.seeds(), models)
+        """Model names with each student group ``<size>-peft`` expanded to its seeds' models, and each
+        model with ``repeats: k`` to its k runs (:func:`metrobench.layout.repeat_members`)."""
+        return layout.repeat_members(self.repeats, layout.members(self.seeds(), models))
+
+    def repeat_of(self, model: str) -> tuple[str, int] | None:
+        """(configured model, i) of a repeat's name ``<model>-rep<i>`` (i >= 2), else None."""
+        return layout.repeat_of(self.repeats, model)
 
     def view_models(self) -> list[str]:
         """The case viewer's models: ``view.models``, else the leaderboard's rows, else the rule agent
@@ -367,6 +388,33 @@ def _check_models(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
             _raise(sources, exc, loc)
 
 
+def _entry_repeats(name: str, entry: str | dict[str, Any]) -> int:
+    """A ``models`` entry's ``repeats``: inline (checked by :func:`_check_models`), or its file's,
+    validated as the runner reads it (a file not there yet: 1; the run names it)."""
+    if isinstance(entry, dict):
+        return int(entry.get("repeats", 1))
+    if not Path(entry).is_file():
+        return 1
+    from metrobench.agents.runner.config import study_model_config
+
+    return study_model_config(name, entry).repeats
+
+
+def _check_repeats(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
+    """Every repeat's name is free (no configured or student model has it); students repeat by seed."""
+    serving = study.student_serving or {}
+    if serving.get("repeats", 1) != 1:
+        raise DataError(_source(sources, ("student_serving", "repeats")), "students repeat by seed "
+                        "(students.<size>.seeds), not by student_serving.repeats", field="student_serving.repeats")
+    taken = set(study.models) | set(layout.student_models(study.seeds()))
+    for model, k in study.repeats.items():
+        clash = next((n for n in study.members([model])[1:] if n in taken), None)
+        if clash:
+            where = ("models", model, "repeats")
+            raise DataError(_source(sources, where), f"repeat {clash} of {model} has the name of another "
+                            "model: rename one of them", field=".".join(where))
+
+
 def validate_study(raw: Any, sources: list[tuple[str, Any]] | None = None) -> StudyConfig:
     """A merged config mapping as a StudyConfig; ``sources`` (name, raw mapping) name the culprit file."""
     sources = sources if sources is not None else [("study config", raw)]
@@ -377,6 +425,7 @@ def validate_study(raw: Any, sources: list[tuple[str, Any]] | None = None) -> St
     except ValidationError as exc:
         _raise(sources, exc)
     _check_models(study, sources)
+    _check_repeats(study, sources)
     return study
 
 

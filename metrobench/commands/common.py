@@ -186,7 +186,11 @@ def _with_gguf(cfg: ModelConfig, gguf: str | None) -> ModelConfig:
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
-    """The run's model config: from --config's ``models``, else --model-config, else the flags alone."""
+    """The run's model config: from --config's ``models``, else --model-config, else the flags alone.
+
+    With ``--repeat i``: run i of the model's ``repeats`` (:meth:`ModelConfig.for_repeat`: named
+    ``<model>-rep<i>``, its own sampling seed); ``--model`` names the configured model.
+    """
     from metrobench.agents.runner.config import load_model_config, parse_model_config
 
     overrides = {"name": args.model, "provider": args.provider, "base_url": args.base_url,
@@ -197,15 +201,17 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
     if args.config:
         if not args.model:
             raise MetrobenchError("with --config, name the model with --model")
-        return _with_gguf(_study_model(args, overrides), args.gguf)
-    if args.model_config:
-        return _with_gguf(load_model_config(args.model_config, **overrides), args.gguf)
-    if not args.model:
+        cfg = _with_gguf(_study_model(args, overrides), args.gguf)
+    elif args.model_config:
+        cfg = _with_gguf(load_model_config(args.model_config, **overrides), args.gguf)
+    elif not args.model:
         raise MetrobenchError("name the model with --model (or give --model-config)")
-    raw = {k: v for k, v in overrides.items() if v is not None}
-    if args.gguf:
-        raw["serving"] = {"gguf": args.gguf}
-    return parse_model_config(raw, "command line")
+    else:
+        raw = {k: v for k, v in overrides.items() if v is not None}
+        if args.gguf:
+            raw["serving"] = {"gguf": args.gguf}
+        cfg = parse_model_config(raw, "command line")
+    return cfg.for_repeat(getattr(args, "repeat", None) or 1)
 
 
 def _run_selection(args: argparse.Namespace, bench: Benchmark) -> tuple[Selection, list[Case]]:
@@ -232,6 +238,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="study config(s): take the model's settings from its `models` entry")
     p.add_argument("--gguf", help="serve this GGUF (a student) with the config's student_serving settings")
     p.add_argument("--model", help="model name (paths, tables)")
+    p.add_argument("--repeat", type=_at_least_one,
+                   help="run I of the model's `repeats`: named <model>-repI, its own sampling seed (1: the model)")
     p.add_argument("--provider", choices=("llama_cpp", "openai", "azure", "azure_responses", "mistral"))
     p.add_argument("--base-url", type=_http_url, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
     p.add_argument("--api-key-env", type=_env_name, help="environment variable holding the API key")

@@ -10,6 +10,9 @@ holds a number the CSV does not. Notes the paper prints below a table (Table 4's
 full-matrix deltas) follow the table. A table the paper does not have (protocol,
 categories, errata) is its CSV as a Markdown table.
 
+The run-to-run table (``repeats``): per model with repeats and partition, Tier 1 of each
+run, their mean, SD and range, and pass^k as a percentage.
+
 Table 2: ranked rows numbered 1..n, rows below the termination rule marked "–"
 (unranked), reference rows (the rule baseline) marked "ref." below them; a student
 group's label gets the paper's "(n=<seeds>)"; an unjudged composite shows its bounds.
@@ -178,13 +181,26 @@ def table10(frame: pd.DataFrame, config: StudyConfig | None) -> str:
     return grid(header, rows)
 
 
+def repeats(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+    """Per model and partition: k, cases, Tier 1 of each run, mean, SD, range, pass^k."""
+    labels = _labels(config)
+    runs = [c for c in frame.columns if re.fullmatch(r"tier1_r\d+", str(c))]
+    header = ["Model", "Partition", "k", "Cases", *(f"T1 run {c[len('tier1_r'):]}" for c in runs),
+              "T1 mean", "SD", "range", "pass^k"]
+    rows = [[labels.get(r["model"], r["model"]), "held-out" if r["partition"] == "holdout" else r["partition"],
+             r["runs"], r["cases"], *(num(r[c]) for c in runs), num(r["tier1_mean"]), num(r["tier1_sd"]),
+             num(r["tier1_range"]), f"{num(r['pass_k_pct'], 1)} %"] for _, r in frame.iterrows()]
+    return _with_notes(grid(header, rows), ["T1: the mean of the system means of each run; SD over the runs "
+                                            "(n − 1); pass^k: the cases whose submission was accepted in all k runs."])
+
+
 def _with_notes(table: str, notes: list[str]) -> str:
     return table + "".join(f"\n{note}\n" for note in notes)
 
 
 FORMATTERS: dict[str, Callable[[pd.DataFrame, "StudyConfig | None"], str]] = {
     "table2": table2, "table3": table3, "table4": table4, "table7": table7, "table8": table8,
-    "table9": table9, "table10": table10}
+    "table9": table9, "table10": table10, "repeats": repeats}
 
 
 def markdown(name: str, frame: pd.DataFrame, config: StudyConfig | None = None) -> str:

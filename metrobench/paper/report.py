@@ -51,6 +51,7 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
         "table5": lambda: serving_tables.table5(config, results),
         "table6": lambda: serving_tables.table6(config, results),
         "categories": lambda: T.category_matrix(cases(), config, "holdout"),
+        "repeats": lambda: T.repeats(cases(), config, results),
         "deployment": lambda: deployment.deployment(config, results, scores),
         "quality_cost": lambda: deployment.quality_cost(cases(), config, results),
     }

@@ -18,6 +18,11 @@ shown below the ranks and never ranked), ``students`` (sizes, base model, seeds,
 ``bootstrap_models``, ``comparisons``, ``category_models``),
 ``termination.min_normal_endings``. Student names and the files of a training
 run come from :mod:`metrobench.layout`, as the workflow's do.
+
+A model with ``repeats: k`` is its k runs wherever it is named (:meth:`StudyConfig.members`):
+its numbers are the mean over them, as a student group's are the mean over its seeds, and
+the bootstraps of Tables 9 and 10 resample its runs with its cases
+(:mod:`metrobench.stats.bootstrap`); :func:`repeats` is the run-to-run table.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from metrobench.stats.bootstrap import (
     bootstrap_stratified,
     holm,
     paired_bootstrap,
+    runs_by_case,
     seed_mean,
     seed_spread,
 )
@@ -61,8 +67,14 @@ def _stats(config: StudyConfig) -> tuple[int, int]:
 
 
 def _members(config: StudyConfig, model: str) -> list[str]:
-    """A configured model name, or a student group ``<size>-peft`` -> its seed models."""
-    return layout.members(config.seeds(), [model])
+    """A configured model name, a student group ``<size>-peft`` -> its seed models, a model with
+    ``repeats: k`` -> its k runs."""
+    return config.members([model])
+
+
+def _configured(config: StudyConfig, models: list[str]) -> list[str]:
+    """Scored model names without the repeats of a repeated model (it stands for them)."""
+    return [m for m in models if config.repeat_of(m) is None]
 
 
 def headline_pair(cases: Cases, model: str, partition: str) -> tuple[float, float, float]:
@@ -76,7 +88,7 @@ def group_headline(cases: Cases, config: StudyConfig, model: str, partition: str
     members = _members(config, model)
     _need(cases, members, model)
     values = np.array([headline_pair(cases, m, partition) for m in members])
-    return (*values.mean(axis=0).tolist(), len(members))
+    return (*values.mean(axis=0).tolist(), len(layout.members(config.seeds(), [model])))
 
 
 def normal_endings(cases: Cases, model: str) -> float:
@@ -216,10 +228,18 @@ def table8(config: StudyConfig, results: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _runs(cases: Cases, config: StudyConfig, model: str, partition: str, metric: str) -> dict[str, list[float]]:
+    """Per case, the model's value in each of its runs (a student group's seeds averaged), over the
+    cases every run has: one value per case unless the model has ``repeats``."""
+    _need(cases, _members(config, model), model)
+    seeds = layout.members(config.seeds(), [model])
+    return runs_by_case([seed_mean([cases.by_case(layout.repeat_name(m, i), partition, metric) for m in seeds])
+                         for i in range(1, config.repeats.get(model, 1) + 1)])
+
+
 def _per_case(cases: Cases, config: StudyConfig, model: str, partition: str, metric: str) -> dict[str, float]:
-    members = _members(config, model)
-    _need(cases, members, model)
-    return seed_mean([cases.by_case(m, partition, metric) for m in members])
+    """Per case, the mean over the model's seeds and runs."""
+    return {c: float(np.mean(v)) for c, v in _runs(cases, config, model, partition, metric).items()}
 
 
 def table9(cases: Cases, config: StudyConfig, partition: str = WHOLE_IN_REPORTS) -> pd.DataFrame:
@@ -229,18 +249,18 @@ def table9(cases: Cases, config: StudyConfig, partition: str = WHOLE_IN_REPORTS)
     ``headline``: the mean of the system means, resampling within systems (the
     statistic of the leaderboard, so its estimate is the headline number).
     """
-    models = config.stats.bootstrap_models or cases.models()
+    models = config.stats.bootstrap_models or _configured(config, cases.models())
     n_resamples, seed = _stats(config)
     rows = []
     for model in models:
-        per = {m: (_per_case(cases, config, model, partition, m)) for m in ("tier1", "composite")}
+        per = {m: (_runs(cases, config, model, partition, m)) for m in ("tier1", "composite")}
         for statistic in ("pooled", "headline"):
             row: dict[str, Any] = {"model": model, "partition": partition, "statistic": statistic}
             for metric, values in per.items():
                 if statistic == "pooled":
                     interval = bootstrap(list(values.values()), n_resamples=n_resamples, seed=seed)
                 else:
-                    groups: dict[str, list[float]] = {}
+                    groups: dict[str, list[list[float]]] = {}
                     for case_id, v in values.items():
                         groups.setdefault(case_id.split("-")[0], []).append(v)
                     interval = bootstrap_stratified(list(groups.values()), n_resamples=n_resamples, seed=seed)
@@ -260,8 +280,8 @@ def table10(cases: Cases, config: StudyConfig) -> pd.DataFrame:
     for partition in ("holdout", WHOLE_IN_REPORTS):
         for a, b in pairs:
             for metric in ("tier1", "composite"):
-                interval, p = paired_bootstrap(_per_case(cases, config, a, partition, metric),
-                                               _per_case(cases, config, b, partition, metric),
+                interval, p = paired_bootstrap(_runs(cases, config, a, partition, metric),
+                                               _runs(cases, config, b, partition, metric),
                                                n_resamples=n_resamples, seed=seed)
                 rows.append({"a": a, "b": b, "partition": partition, "metric": metric, "n": interval.n,
                              "delta": round(interval.estimate, 2), "lo": round(interval.lo, 2),
@@ -282,7 +302,7 @@ def protocol(config: StudyConfig, results: Path) -> pd.DataFrame:
 
     runs = Path(layout.runs_root(config.bench.partition, str(results)))
     if config.stats.bootstrap_models:
-        models = layout.members(config.seeds(), config.stats.bootstrap_models)
+        models = config.members(config.stats.bootstrap_models)
     else:
         models = sorted(p.name for p in runs.glob("*") if p.is_dir())
     missing = [m for m in models if not any((runs / m).glob("*.jsonl"))]
@@ -293,7 +313,7 @@ def protocol(config: StudyConfig, results: Path) -> pd.DataFrame:
 
 def category_matrix(cases: Cases, config: StudyConfig, partition: str = "holdout") -> pd.DataFrame:
     """Per model x category, pooled case means of composite and Tier 1 (Figure 3's data)."""
-    models = config.stats.category_models or cases.models()
+    models = config.stats.category_models or _configured(config, cases.models())
     rows = []
     for model in models:
         t1 = _per_case(cases, config, model, partition, "tier1")
@@ -304,6 +324,57 @@ def category_matrix(cases: Cases, config: StudyConfig, partition: str = "holdout
                 rows.append({"model": model, "category": cat, "n": len(ids),
                              "composite": round(float(np.mean([comp[c] for c in ids])), 1),
                              "tier1": round(float(np.mean([t1[c] for c in ids])), 1)})
+    return pd.DataFrame(rows)
+
+
+def _accepted(runs: Path, model: str) -> dict[str, bool]:
+    """Per recorded case of a model's transcripts, whether the kiosk accepted a submission."""
+    from metrobench.errors import MetrobenchError
+    from metrobench.paper.protocol import accepted, model_records
+
+    try:
+        return {r.case_id: accepted(r) for r in model_records(runs, model)}
+    except MetrobenchError as exc:
+        raise Skip(f"repeats: {exc}") from None
+
+
+def _repeat_row(cases: Cases, model: str, runs: list[str], accepted: list[dict[str, bool]], partition: str,
+                width: int) -> dict[str, Any]:
+    """One model's runs on one partition: Tier 1 of each, their mean, SD and range, pass^k."""
+    ids = set.intersection(*(set(cases.case_id[cases.mask(r, partition)].tolist()) for r in runs))
+    tier1 = [headline_pair(cases, r, partition)[0] for r in runs]
+    row: dict[str, Any] = {"model": model, "partition": partition, "runs": len(runs), "cases": len(ids)}
+    row.update({f"tier1_r{i}": round(tier1[i - 1], 2) if i <= len(runs) else None for i in range(1, width + 1)})
+    n = max(len(ids), 1)
+    shares = [sum(a.get(c, False) for c in ids) / n for a in accepted]
+    every = sum(all(a.get(c, False) for a in accepted) for c in ids) / n
+    row.update({"tier1_mean": round(float(np.mean(tier1)), 2), "tier1_sd": round(float(np.std(tier1, ddof=1)), 2),
+                "tier1_range": round(max(tier1) - min(tier1), 2),
+                "accepted_pct": round(100 * float(np.mean(shares)), 1), "pass_k_pct": round(100 * every, 1)})
+    return row
+
+
+def repeats(cases: Cases, config: StudyConfig, results: Path) -> pd.DataFrame:
+    """Run to run: per model with ``repeats: k`` (k > 1), held-out and full.
+
+    Columns: ``runs`` (k), ``cases`` (the partition's cases every run scored), ``tier1_r<i>``
+    (run i's headline Tier 1, the mean of the system means; blank past a model's k),
+    ``tier1_mean`` (what Table 2 shows), ``tier1_sd`` (sample SD over the runs), ``tier1_range``
+    (max - min), ``accepted_pct`` (the runs' mean share of those cases with an accepted
+    submission, :func:`metrobench.paper.protocol.accepted`, read from the benchmark's view of
+    the transcripts) and ``pass_k_pct`` (pass^k: the share accepted in all k runs).
+    """
+    if not config.repeats:
+        raise Skip("repeats: no model with repeats: k > 1 in the config")
+    transcripts = Path(layout.runs_root(config.bench.partition, str(results)))
+    width = max(config.repeats.values())
+    rows = []
+    for model in config.repeats:
+        runs = _members(config, model)
+        _need(cases, runs, "repeats")
+        accepted = [_accepted(transcripts, r) for r in runs]
+        rows += [_repeat_row(cases, model, runs, accepted, partition, width)
+                 for partition in ("holdout", WHOLE_IN_REPORTS)]
     return pd.DataFrame(rows)
 
 

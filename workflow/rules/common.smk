@@ -90,6 +90,18 @@ def student_of(model):
     return layout.student_of(STUDENT_SEEDS, model)
 
 
+def configured(model):
+    """The configured model a run's name stands for: a repeat `<model>-rep<i>`'s model, else itself."""
+    repeat = STUDY.repeat_of(model)
+    return repeat[0] if repeat else model
+
+
+def model_flags(model):
+    """`--model M`, or `--model M --repeat i` for a repeat (its model's settings, its own seed)."""
+    repeat = STUDY.repeat_of(model)
+    return f"--model {repeat[0]} --repeat {repeat[1]}" if repeat else f"--model {model}"
+
+
 # Models by name (metrobench/hub/): the config's downloads, resolved into the lock by
 # `metrobench lock`. A lock that disagrees with the config stops the plan; an entry not
 # locked yet still plans its fetch job, which stops at once naming `metrobench lock`.
@@ -106,7 +118,7 @@ BASE_DOWNLOADS = DOWNLOADS.bases
 
 def model_spec(model):
     """A configured model's settings as a mapping: its inline entry, or its model config file read."""
-    spec = STUDY.models.get(model)
+    spec = STUDY.models.get(configured(model))
     if isinstance(spec, str):
         with open(spec) as handle:
             spec = yaml.safe_load(handle)
@@ -143,8 +155,9 @@ def run_inputs(wildcards):
     if student:
         inputs["gguf"] = layout.quantized_gguf(*student)
         return inputs
-    if isinstance(STUDY.models.get(wildcards.model), str):
-        inputs["model"] = STUDY.models[wildcards.model]
+    entry = STUDY.models.get(configured(wildcards.model))
+    if isinstance(entry, str):
+        inputs["model"] = entry
     gguf = served_gguf(wildcards.model)
     if gguf:
         inputs["served_gguf"] = gguf
@@ -168,7 +181,7 @@ def run_command(wildcards, input, output):
         mode = "teacher" if w.partition == TEACHER_VIEW else "baseline"
         return f"metrobench rule-agent {common} --mode {mode} --out {output}"
     return (
-        f"metrobench bench {common} {config_flags()} --model {w.model} {gguf_flag(w, input)}"
+        f"metrobench bench {common} {config_flags()} {model_flags(w.model)} {gguf_flag(w, input)}"
         f" --work {layout.work_path(w.model, w.system)} --out {output}"
         f" --server-log {RUN_LOG.format(**w)}.server.log"
     )
@@ -241,8 +254,9 @@ def judge_flags():
 
 
 def members(models):
-    """Configured model names, with a student group `<size>-peft` expanded to its seeds."""
-    return layout.members(STUDENT_SEEDS, models)
+    """Configured model names, a student group `<size>-peft` expanded to its seeds, a model with
+    `repeats: k` to its k runs (metrobench.study.StudyConfig.members)."""
+    return STUDY.members(models)
 
 
 def served_runs():
@@ -275,6 +289,9 @@ TABLE_INPUTS = {
     + runs_of(members(STATS.bootstrap_models)),
     "table10": scores_of(members([m for pair in STATS.comparisons for m in pair])),
     "categories": scores_of(members(STATS.category_models)),
+    # Run to run: each repeat's Tier 1 (scores) and accepted submissions (transcripts).
+    "repeats": scores_of(members(list(STUDY.repeats)))
+    + runs_of(members(list(STUDY.repeats))),
     # Tables 5 and 6 are read from the runs' recorded settings and serving, not the config.
     "table5": served_runs(),
     "table6": served_runs(),

@@ -9,7 +9,11 @@ Every dialect answers in the same chat shape (an assistant message with
 * ``openai`` — the OpenAI API (``max_completion_tokens``, ``reasoning_effort``);
 * ``azure`` — Azure OpenAI chat completions (``api-key`` header, ``api-version``);
 * ``azure_responses`` — Azure's Responses API, converted to and from the chat shape;
-* ``mistral`` — Mistral's chat API (``max_tokens``).
+* ``mistral`` — Mistral's chat API (``max_tokens``; the sampling seed as ``random_seed``).
+
+The sampling ``seed`` (a repeated run's: :meth:`ModelConfig.for_repeat`) is sent as
+``seed`` to the chat dialects that take one and as ``random_seed`` to Mistral; the
+Responses API takes none, so it is not sent there.
 
 Requests are retried on 408, 429, 5xx, time-outs, connection errors and malformed
 replies with exponential backoff (``retry-after`` honoured). Every request has a
@@ -191,7 +195,7 @@ class ChatClient:
             kwargs["temperature"] = cfg.temperature
         if cfg.top_p is not None:
             kwargs["top_p"] = cfg.top_p
-        if cfg.seed is not None:
+        if cfg.seed is not None and cfg.provider != "mistral":
             kwargs["seed"] = cfg.seed
         if cfg.provider in ("openai", "azure"):
             kwargs["max_completion_tokens"] = cfg.max_tokens
@@ -200,6 +204,8 @@ class ChatClient:
         if cfg.reasoning_effort:
             kwargs["reasoning_effort"] = cfg.reasoning_effort
         extra: dict[str, Any] = {}
+        if cfg.seed is not None and cfg.provider == "mistral":
+            extra["random_seed"] = cfg.seed
         if cfg.top_k is not None:
             extra["top_k"] = cfg.top_k
         if cfg.min_p is not None:

@@ -9,8 +9,18 @@ concurrency and timeouts may change freely between attempts.
 
 Limits are checked when the config is read, so a bad value fails at once with
 one line instead of slowly on every case: ``max_rounds``, ``retries``,
-``max_tokens`` and ``concurrency`` are at least 1, ``timeout_s`` is positive
-and ``base_url`` is an ``http://`` or ``https://`` URL with a host.
+``max_tokens``, ``concurrency`` and ``repeats`` are at least 1, ``timeout_s`` is
+positive and ``base_url`` is an ``http://`` or ``https://`` URL with a host.
+
+Repeated runs (``repeats: k``): :meth:`ModelConfig.for_repeat` gives run ``i`` of the
+k, named :func:`metrobench.layout.repeat_name` (``<name>-rep<i>``; run 1 is the model
+as it is, so asking for repeats reruns nothing). Where the endpoint takes a sampling
+seed (:data:`SEEDED`: llama.cpp's server, OpenAI and Azure chat completions, Mistral as
+``random_seed``), run i sends the model's ``seed`` (0 when unset) plus i - 1; Azure's
+Responses API takes none. Everything else of the requests is identical, so at
+temperature 0 the repeats differ only by what the server itself does not fix
+(batching, slot scheduling, floating-point order). Run i records ``repeat: i`` (i > 1)
+and its seed in its settings, so every repeat has its own fingerprint.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from metrobench import layout
 from metrobench.credentials import env_name_problem, url_problem
 from metrobench.data.loader import read_yaml
 from metrobench.errors import MetrobenchError
@@ -32,6 +43,8 @@ Provider = Literal["llama_cpp", "openai", "azure", "azure_responses", "mistral"]
 
 #: Requests in flight per endpoint, as in the paper (2 local, 4 Mistral, 8 Azure).
 DEFAULT_CONCURRENCY = {"llama_cpp": 2, "openai": 8, "azure": 8, "azure_responses": 8, "mistral": 4}
+#: Providers whose requests take a sampling seed (the chat client sends it; Mistral's is ``random_seed``).
+SEEDED = frozenset({"llama_cpp", "openai", "azure", "mistral"})
 
 
 class Serving(BaseModel):
@@ -107,6 +120,10 @@ class ModelConfig(BaseModel):
     backoff_s: float = Field(1.0, ge=0)        # first retry delay; doubles each attempt
     concurrency: int | None = Field(None, ge=1)
     serving: Serving | None = None
+    # The study runs the model this many times (the workflow's runs <name>, <name>-rep2, ...);
+    # a single run is one of them, `repeat` (for_repeat). Neither shapes a request by itself.
+    repeats: int = Field(1, ge=1)
+    repeat: int = Field(1, ge=1)
 
     @field_validator("base_url")
     @classmethod
@@ -137,9 +154,24 @@ class ModelConfig(BaseModel):
     def settings(self) -> dict[str, Any]:
         """The decoding and loop settings that shape the model's answers, as recorded in every
         transcript record (``meta.settings``: Tables 5 and 6 are read from them, not from the config)."""
-        return self.model_dump(include={
+        settings = self.model_dump(include={
             "provider", "model", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens",
             "thinking", "reasoning_effort", "tool_choice", "chat_template_kwargs", "extra_body", "max_rounds"})
+        if self.repeat > 1:  # only then: a model's first run keeps the settings (and fingerprint) it had
+            settings["repeat"] = self.repeat
+        return settings
+
+    def for_repeat(self, repeat: int) -> ModelConfig:
+        """Run ``repeat`` of the model's ``repeats`` (the module docstring): its name, and its seed where sent."""
+        if not 1 <= repeat <= self.repeats:
+            raise MetrobenchError(f"model {self.name}: repeat {repeat} asked for, but its config has "
+                                  f"repeats: {self.repeats}")
+        if repeat == 1:
+            return self
+        update: dict[str, Any] = {"name": layout.repeat_name(self.name, repeat), "repeat": repeat}
+        if self.provider in SEEDED:
+            update["seed"] = (self.seed or 0) + repeat - 1
+        return self.model_copy(update=update)
 
     def fingerprint(self) -> str:
         """SHA-256 (16 hex) of the settings that shape the model's answers, and of the prompt as rendered
