@@ -335,9 +335,10 @@ class StudyConfig(Section):
 
     def view_models(self) -> list[str]:
         """The case viewer's models: ``view.models``, else the leaderboard's rows, else the rule agent
-        (student groups expanded to their seeds)."""
-        return self.members(self.view.models) or self.members([row.model for row in self.leaderboard]) \
-            or [RULE_AGENT]
+        (student groups expanded to their seeds; a repeated model shows its first run)."""
+        seeds = self.seeds()
+        return layout.members(seeds, self.view.models) or \
+            layout.members(seeds, [row.model for row in self.leaderboard]) or [RULE_AGENT]
 
 
 def merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
