@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING
 
-from metrobench.data.selection import Selection
+from metrobench.data.root import SYSTEM_BY_PREFIX, SYSTEMS
+from metrobench.data.selection import Selection, split_digest
 from metrobench.errors import MetrobenchError
+from metrobench.vocabulary import WHOLE
 
 if TYPE_CHECKING:
     from metrobench.transcripts.records import Run
@@ -59,3 +62,52 @@ def overridden(recorded: Selection, partition: str | None, sample: int | None, s
               f"{f', a sample of {recorded.sample}' if recorded.sample else ''}; scoring it as "
               f"{' '.join(differs)} (cases it lacks score as failures)", file=sys.stderr)
     return bool(differs)
+
+
+def record_systems(run: Run) -> Counter:
+    """How many records of ``run`` belong to each system (by field, else by case-id prefix)."""
+    found: Counter = Counter()
+    for record in run.records:
+        system = record.system or SYSTEM_BY_PREFIX.get(record.case_id.split("-")[0], "")
+        if system:
+            found[system] += 1
+    return found
+
+
+def run_system(run: Run, explicit: str | None) -> str:
+    """The system a run belongs to: ``explicit`` if its records agree, else theirs (field, else case-id prefix).
+
+    An explicit system that disagrees with the records is refused before anything is written:
+    scoring a doha run as marta would otherwise replace marta's scores with "missing" cases.
+    """
+    if explicit:
+        system = explicit
+        others = {s: n for s, n in record_systems(run).items() if s != explicit}
+        if others:
+            listed = ", ".join(f"{n} {s}" for s, n in sorted(others.items()))
+            raise MetrobenchError(f"{run.path}: --system {explicit}, but the run holds {listed} case records; "
+                                  "score it under its own system (omit --system)")
+    elif run.system:
+        system = run.system
+    else:
+        prefixes = Counter(r.case_id.split("-")[0] for r in run.records)
+        if not prefixes:
+            raise MetrobenchError(f"{run.path}: empty run; name its system with --system")
+        system = SYSTEM_BY_PREFIX.get(prefixes.most_common(1)[0][0], "")
+    if system not in SYSTEMS:
+        raise MetrobenchError(f"{run.path}: unknown system {system!r}; use one of {', '.join(SYSTEMS)}")
+    return system
+
+
+def selection_to_score(run: Run, system: str, partition: str | None, sample: int | None,
+                       partitions: dict[str, str]) -> Selection:
+    """The cases a run should hold: its recorded selection, else (or where they override it) the flags'."""
+    recorded = recorded_selection(run)
+    if recorded is not None and recorded.system != system:
+        raise MetrobenchError(f"{run.path}: the run's cases were chosen from {recorded.system}, not {system}")
+    split = split_digest(partitions)
+    if recorded is not None and not overridden(recorded, partition, sample, split, str(run.path)):
+        return recorded
+    # the flags, each one not given taken from the run's record (else the whole system)
+    return Selection(system=system, partition=partition or (recorded.partition if recorded else WHOLE),
+                     split=split, sample=sample if sample is not None else (recorded.sample if recorded else None))
