@@ -295,12 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         if not data.is_dir():
             raise MetrobenchError(f"--data {args.data}: no such benchmark root")
         print(rehearse(Path(args.workdir).resolve(), data, args.cores), flush=True)
-    except PhaseFailed as exc:
+    except MetrobenchError as exc:  # a failed phase exits with that phase's status
         print(f"metrobench: error: {exc}", file=sys.stderr)
-        return exc.status
-    except MetrobenchError as exc:
-        print(f"metrobench: error: {exc}", file=sys.stderr)
-        return 1
+        return exc.status if isinstance(exc, PhaseFailed) else 1
     print(f"rehearsal: every paper target and the report written under {args.workdir}/results")
     return 0
 

@@ -25,24 +25,23 @@ Subparsers = argparse._SubParsersAction  # what ``register(subparsers)`` receive
 SPLIT_HELP = "split file (default: the benchmark's committed split)"
 
 
-def _at_least_one(text: str) -> int:
+def _whole(text: str, what: str, low: int, high: int | None, why: str) -> int:
+    """A whole-number flag in ``[low, high]``; argparse prints ``why`` when it is out of range."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"{value} is not {why}")
     return value
+
+
+def _at_least_one(text: str) -> int:
+    return _whole(text, "a whole number", 1, None, "at least 1")
 
 
 def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port number (0-65535)")
-    return value
+    return _whole(text, "a port number", 0, 65535, "a port number (0-65535)")
 
 
 def _finite(text: str) -> float:

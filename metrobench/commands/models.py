@@ -61,17 +61,14 @@ def cmd_lock(args: argparse.Namespace) -> int:
         entry = adopt(lock, path)
         print(f"{path}: adopted as a local file ({entry.size} bytes, SHA-256 {entry.sha256[:12]}...)")
     redo = set(args.update) | set(mismatched(downloads, lock))
-    for path, want in downloads.gguf.items():
-        if path in lock.gguf and path not in redo:
-            continue
+    for path in [p for p in downloads.gguf if p not in lock.gguf or p in redo]:
+        want = downloads.gguf[path]
         lock.gguf[path] = locked = resolve_gguf(path, want)
         print(f"{path}: {want.repo}/{want.file} at {want.revision} -> {locked.commit[:12]}, "
               f"{locked.size} bytes, SHA-256 {locked.sha256[:12]}...")
-    for repo, want in downloads.bases.items():
-        if repo in lock.bases and repo not in redo:
-            continue
-        lock.bases[repo] = base = resolve_base(repo, want)
-        print(f"{repo}: at {want.revision} -> {base.commit[:12]}, {len(base.files)} files, "
+    for repo in [r for r in downloads.bases if r not in lock.bases or r in redo]:
+        lock.bases[repo] = base = resolve_base(repo, downloads.bases[repo])
+        print(f"{repo}: at {downloads.bases[repo].revision} -> {base.commit[:12]}, {len(base.files)} files, "
               f"{sum(f.size for f in base.files.values())} bytes")
     for name in stale(downloads, lock):
         lock.gguf.pop(name, None)
