@@ -11,7 +11,7 @@ A run's cases are those its own flags select (``--system``, ``--partition`` unde
 resolves, :class:`~metrobench.data.selection.Selection`), less the cases
 its transcript already holds (a resumed run skips them) — with ``--work W``, the
 cases ``W`` holds and those an earlier planned view of ``W`` runs, so a case two
-targets read counts once. A score's cases are its run's view. When the split
+targets read counts once. A score's cases are its runs' views. When the split
 file is not written yet, the split is drawn from the config's partition settings
 (with the paper's, that is the committed split).
 
@@ -184,8 +184,9 @@ def _command(shell: str) -> list[str]:
 
 def _flags(words: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(add_help=False)
-    for name in ("data", "system", "split", "cases", "model", "out", "work", "run", "judge", "size", "recipe"):
+    for name in ("data", "system", "split", "cases", "model", "out", "work", "judge", "size", "recipe"):
         parser.add_argument(f"--{name}")
+    parser.add_argument("--run", action="append", default=[])
     parser.add_argument("--partition", default="all")
     parser.add_argument("--sample", type=int)
     parser.add_argument("--limit", type=int)
@@ -273,10 +274,8 @@ class Cases:
         return len(todo)
 
     def count_score(self, flags: argparse.Namespace) -> int:
-        """A score's cases: its run's view, as planned, else as written."""
-        if flags.run in self.views:
-            return self.views[flags.run]
-        return len(_recorded(self.root / flags.run)) if flags.run else 0
+        """A score's cases: its runs' views, as planned, else as written."""
+        return sum(self.views[run] if run in self.views else len(_recorded(self.root / run)) for run in flags.run)
 
 
 def _recorded(path: Path) -> set[str]:

@@ -41,7 +41,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 cwd=args.directory)
     print(render(rows))
     print("case runs: model runs only (a score row's are cases scored); prices: the config's throughput "
-          "section (README, What a plan costs)" + ("; ?: no entry prices it" if _unknown(rows) else ""))
+          "section (docs/paper-study.md, What a plan costs)" + ("; ?: no entry prices it" if _unknown(rows) else ""))
     return 0
 
 

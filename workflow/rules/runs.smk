@@ -27,26 +27,32 @@ rule run:
 
 
 rule score:
-    # Tier 1 only (tiers=tier1, --judge none) never needs a judge's key: Table 4, the teachers.
+    # One job per model and view: its systems' runs scored in one process. Tier 1 only
+    # (tiers=tier1, --judge none) never needs a judge's key: Table 4, the teachers.
     input:
-        run=layout.run_path("{model}", "{system}", "{partition}"),
+        runs=expand(
+            layout.run_path("{{model}}", "{system}", "{{partition}}"), system=SYSTEMS
+        ),
         split=layout.split_path(),
     output:
-        layout.scores_path("{model}", "{system}", "{partition}", "{tiers}"),
+        expand(
+            layout.scores_path("{{model}}", "{system}", "{{partition}}", "{{tiers}}"),
+            system=SYSTEMS,
+        ),
     log:
-        "logs/scores/{tiers}/{partition}/{model}/{system}.log",
+        "logs/scores/{tiers}/{partition}/{model}.log",
     benchmark:
-        layout.benchmark_path("scores/{tiers}/{partition}/{model}/{system}")
+        layout.benchmark_path("scores/{tiers}/{partition}/{model}")
     conda:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
+        runs=lambda w, input: " ".join(f"--run {run}" for run in input.runs),
         judge=lambda w: judge_flags() if w.tiers == layout.TIER2 else "--judge none",
         scores=lambda w: layout.scores_root(w.partition, w.tiers),
     shell:
-        "metrobench score {params.data} --run {input.run} --split {input.split}"
-        " --model {wildcards.model} --system {wildcards.system} --out {params.scores}"
-        " {params.judge} > {log} 2>&1"
+        "metrobench score {params.data} {params.runs} --split {input.split}"
+        " --model {wildcards.model} --out {params.scores} {params.judge} > {log} 2>&1"
 
 
 rule summary:
