@@ -171,11 +171,13 @@ RUN_LOG = "logs/runs/{partition}/{model}/{system}"
 def run_command(wildcards, input, output):
     """The command of one view: the rule agent in-process, else the model run into its work transcript.
 
-    The train view is the teachers' and whole (traces need every train case it has); the
-    others take the config's sample. The rule agent's train view is its teacher mode.
+    The config's sample narrows the benchmark's views (its partition, and the held-out one
+    Table 4 reads); any other is whole: the teachers' train view (traces need every train
+    case there is) and the errata table's all view. The rule agent's train view is its
+    teacher mode.
     """
     w = wildcards
-    sample = sample_flag() if w.partition != TEACHER_VIEW else ""
+    sample = sample_flag() if w.partition in (BENCH_VIEW, HOLDOUT_VIEW) else ""
     common = f"{data_flag()} --system {w.system} --partition {w.partition} {sample} --split {input.split}"
     if w.model == RULE_AGENT:
         mode = "teacher" if w.partition == TEACHER_VIEW else "baseline"
