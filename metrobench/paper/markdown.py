@@ -190,8 +190,9 @@ def repeats(frame: pd.DataFrame, config: StudyConfig | None) -> str:
     rows = [[labels.get(r["model"], r["model"]), "held-out" if r["partition"] == "holdout" else r["partition"],
              r["runs"], r["cases"], *(num(r[c]) for c in runs), num(r["tier1_mean"]), num(r["tier1_sd"]),
              num(r["tier1_range"]), f"{num(r['pass_k_pct'], 1)} %"] for _, r in frame.iterrows()]
-    return _with_notes(grid(header, rows), ["T1: the mean of the system means of each run; SD over the runs "
-                                            "(n − 1); pass^k: the cases whose submission was accepted in all k runs."])
+    note = ("T1: the mean of the system means of each run; SD over the runs (n − 1); pass^k: the cases whose "
+            "submission was accepted in all k runs.")
+    return _with_notes(grid(header, rows), [note])
 
 
 def _with_notes(table: str, notes: list[str]) -> str:
