@@ -300,7 +300,7 @@ def is_local(study: StudyConfig, model: str) -> bool:
     """Whether a model is served on the workstation's GPU (llama.cpp, or a trained student)."""
     if layout.student_of(study.seeds(), model):
         return True
-    spec = study.models.get(model)
+    spec = study.models.get(study.configured(model))
     if isinstance(spec, str):
         import yaml
 

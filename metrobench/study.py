@@ -333,6 +333,11 @@ class StudyConfig(Section):
         """(configured model, i) of a repeat's name ``<model>-rep<i>`` (i >= 2), else None."""
         return layout.repeat_of(self.repeats, model)
 
+    def configured(self, model: str) -> str:
+        """The configured model a run's name stands for: a repeat's model, else the name itself."""
+        repeat = self.repeat_of(model)
+        return repeat[0] if repeat else model
+
     def view_models(self) -> list[str]:
         """The case viewer's models: ``view.models``, else the leaderboard's rows, else the rule agent
         (student groups expanded to their seeds; a repeated model shows its first run)."""

@@ -132,7 +132,7 @@ def served_file(config: StudyConfig, results: Path, model: str) -> Path | None:
     student = layout.student_of(config.seeds(), model)
     if student is not None:
         return Path(layout.quantized_gguf(*student, root=str(results)))
-    entry = config.models.get(model)
+    entry = config.models.get(config.configured(model))
     try:
         cfg = load_model_config(entry) if isinstance(entry, str) else \
             ModelConfig.model_validate({"name": model, **(entry or {})})

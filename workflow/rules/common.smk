@@ -90,12 +90,6 @@ def student_of(model):
     return layout.student_of(STUDENT_SEEDS, model)
 
 
-def configured(model):
-    """The configured model a run's name stands for: a repeat `<model>-rep<i>`'s model, else itself."""
-    repeat = STUDY.repeat_of(model)
-    return repeat[0] if repeat else model
-
-
 def model_flags(model):
     """`--model M`, or `--model M --repeat i` for a repeat (its model's settings, its own seed)."""
     repeat = STUDY.repeat_of(model)
@@ -118,7 +112,7 @@ BASE_DOWNLOADS = DOWNLOADS.bases
 
 def model_spec(model):
     """A configured model's settings as a mapping: its inline entry, or its model config file read."""
-    spec = STUDY.models.get(configured(model))
+    spec = STUDY.models.get(STUDY.configured(model))
     if isinstance(spec, str):
         with open(spec) as handle:
             spec = yaml.safe_load(handle)
@@ -155,7 +149,7 @@ def run_inputs(wildcards):
     if student:
         inputs["gguf"] = layout.quantized_gguf(*student)
         return inputs
-    entry = STUDY.models.get(configured(wildcards.model))
+    entry = STUDY.models.get(STUDY.configured(wildcards.model))
     if isinstance(entry, str):
         inputs["model"] = entry
     gguf = served_gguf(wildcards.model)
