@@ -88,11 +88,10 @@ def test_small_workflow_through_profiles_slurm_equals_a_local_run(tmp_path, root
     assert done.returncode == 0, done.stderr[-4000:] + logs
     assert "Provided remote nodes: 50" in done.stderr
     assert "Provided resources" not in done.stderr        # no global cap such as the local gpu=1
-    # verify_data, partition, 2 rule-agent runs, 2 scores, table 2 and the GPU probe: a SLURM job each
+    # verify_data, partition, 2 rule-agent runs, their scores, table 2 and the GPU probe: a SLURM job each
     assert sorted(job["Comment"] for job in jobs) == [   # the executor names each job after its rule
         "rule_gpu_probe", "rule_partition", "rule_run_wildcards_all_rule-agent_bart",
-        "rule_run_wildcards_all_rule-agent_marta", "rule_score_wildcards_tier2_all_rule-agent_bart",
-        "rule_score_wildcards_tier2_all_rule-agent_marta",
+        "rule_run_wildcards_all_rule-agent_marta", "rule_score_wildcards_tier2_all_rule-agent",
         "rule_table_wildcards_table2", "rule_verify_data"], jobs
     assert {job["JobState"] for job in jobs} == {"COMPLETED"}, jobs
     probe_job = next(job for job in jobs if job["Comment"] == "rule_gpu_probe")

@@ -51,8 +51,8 @@ def test_paper_plan_for_table4(tmp_path):
         "fetch_gguf": 9, "fetch_base": 4,                 # 4 bases, 35B teacher, 4 published students; 4 bases
         "trainset": 1, "train": 9, "merge": 9, "gguf": 9, "quantize": 9,  # 4 sizes x seeds 42/43, + 2B seed 44
         # views: 2 teachers x 6 systems, train; (4 bases + 9 students + 4 published) x 6 systems, held out;
-        # each scored Tier 1 only
-        "run": 12 + 102, "score": 12 + 102,
+        # each model's view scored Tier 1 only, its six systems in one job
+        "run": 12 + 102, "score": 2 + 17,
         "table": 1,
     }
     assert "../shared" not in plan.stdout
@@ -134,7 +134,7 @@ def test_table4_plan_fetches_every_model_by_name_and_needs_no_judge(tmp_path):
         assert plan.returncode == 0, plan.stderr[-2000:]
         counts = job_counts(plan.stdout)
         assert counts["fetch_gguf"] == 9 and counts["fetch_base"] == 4
-        assert counts["score"] == 12 + 102 and all("tiers=tier1" in block for block in plan.stdout.split("\n\n")
+        assert counts["score"] == 2 + 17 and all("tiers=tier1" in block for block in plan.stdout.split("\n\n")
                                                    if "rule score:" in block)
         commands = [ln for ln in plan.stdout.splitlines() if "metrobench " in ln]
         assert not any("anthropic" in c or "ANTHROPIC" in c for c in commands)
