@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 # The benchmark root: $METROBENCH_DATA, else the shared copy beside the checkout,
 # else a clone of the pinned release under .data/ (fetched on first use).
 DATA   ?= $(or $(METROBENCH_DATA),$(wildcard ../shared/metrollm-bench),.data/metrollm-bench)
-# Extra CMake arguments for llama.cpp, e.g. on an RTX 5090 (README: GPU workstation):
+# Extra CMake arguments for llama.cpp, e.g. on an RTX 5090 (docs/paper-study.md):
 #   make install LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=120"
 LLAMA_CMAKE_ARGS ?=
 PIP    := $(BIN)/pip install --progress-bar off -c constraints/ci.txt
@@ -72,7 +72,7 @@ demo: run
 
 # The CPU mini-study (config/mini-study.yaml): SmolLM2-135M-Instruct against its student
 # distilled from the rule agent's traces, 36 held-out cases each, Tables 4, 9, 10 and the
-# category matrix under results/ (about an hour on 2 cores; README: CPU mini-study).
+# category matrix under results/ (about an hour on 2 cores; docs/mini-study.md).
 mini-study: $(VENV)/.full | $(DATA)
 	$(BYTECODE)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --configfile config/mini-study.yaml --cores 2 \

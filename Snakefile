@@ -30,10 +30,10 @@ include: "workflow/rules/stats.smk"
 
 rule all:
     input:
-        layout.split_path(),
-        layout.summary_path(RULE_AGENT),
+        paths.split_path(),
+        paths.summary_path(RULE_AGENT),
         expand(
-            layout.summary_path("{model}"),
+            paths.summary_path("{model}"),
             model=STUDY.bench.run,
         ),
-        STUDY.report.targets,
+        [paths.result(target) for target in STUDY.report.targets],

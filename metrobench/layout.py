@@ -25,7 +25,10 @@ passed as its pattern, e.g. ``run_path("{model}", "{system}", "{partition}")``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from types import SimpleNamespace
 
 RESULTS = "results"
 GROUP_SUFFIX = "-peft"
@@ -196,6 +199,11 @@ def teacher_dataset(root: str = RESULTS) -> str:
     return f"{root}/teacher/dataset.jsonl"
 
 
+def result(name: str, root: str = RESULTS) -> str:
+    """A file or folder named inside the results folder (the config's report targets)."""
+    return f"{root}/{name}"
+
+
 def table_path(name: str, root: str = RESULTS, suffix: str = ".csv") -> str:
     """A paper table (``.csv``, ``.md`` beside it) or figure (``.png``): ``<root>/<name><suffix>``."""
     return f"{root}/{name}{suffix}"
@@ -221,3 +229,14 @@ def repeat_of(repeats: Mapping[str, int], model: str) -> tuple[str, int] | None:
             if model == repeat_name(base, i):
                 return base, i
     return None
+
+
+def under(root: str) -> SimpleNamespace:
+    """Every path function of this module with ``root`` bound: the layout of one results folder.
+
+    The workflow's paths (``common.smk``: ``paths = layout.under(STUDY.results)``), so that
+    the config's ``results`` moves every rule's output and the commands' roots together.
+    """
+    functions = {name: value for name, value in globals().items()
+                 if inspect.isfunction(value) and name != "under" and "root" in inspect.signature(value).parameters}
+    return SimpleNamespace(root=root, **{name: partial(value, root=root) for name, value in functions.items()})

@@ -37,6 +37,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from metrobench import layout
 from metrobench.errors import MetrobenchError
 from metrobench.study import load_study, merge_sources, read_sources
 
@@ -246,7 +247,7 @@ def targets_of(workdir: Path) -> tuple[Any, dict[str, int], list[str]]:
     missing = [k for k in ("api_port", "hub_port", "cdn_port") if not isinstance(ports.get(k), int)]
     if missing:
         raise MetrobenchError(f"{OVERLAY}: x-rehearsal: give {missing[0]} (a port on 127.0.0.1)")
-    return study, ports, list(study.report.targets)
+    return study, ports, [layout.result(target, study.results) for target in study.report.targets]
 
 
 def rehearse(workdir: Path, data: Path, cores: int) -> str:

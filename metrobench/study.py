@@ -194,7 +194,8 @@ class Stats(Section):
 
 
 class Report(Section):
-    targets: list[str] = Field([], description="files `rule all` builds beside the summaries")
+    targets: list[str] = Field([], description="what `rule all` builds beside the summaries: files and folders "
+                                               "named inside the results folder (table2.csv, view)")
     notes: dict[str, str] = Field({}, description="table name -> a note printed under its Markdown table "
                                                   "(what a miniature study can and cannot show)")
 
@@ -275,6 +276,8 @@ class StudyConfig(Section):
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "patternProperties": {f"^{ANCHOR_PREFIX}": {"description": "YAML anchors; ignored"}}})
 
+    results: str = Field("results", min_length=1, description="the folder every result is written under (runs, "
+                                                             "scores, students, tables; metrobench/layout.py)")
     data: Data = Field(Data(), description="the benchmark data")
     systems: Annotated[list[System], *Unique] = Field(
         list(SYSTEMS), min_length=1, description="the metro systems run, scored and reported")
@@ -421,6 +424,16 @@ def _check_repeats(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
                             "model: rename one of them", field=".".join(where))
 
 
+def _check_targets(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
+    """Report targets are named inside the results folder: ``table2.csv``, not ``results/table2.csv``."""
+    root = study.results.rstrip("/") + "/"
+    for i, target in enumerate(study.report.targets):
+        if target.startswith(root) or Path(target).is_absolute():
+            where = ("report", "targets", i)
+            raise DataError(_source(sources, where), f"{target}: name it inside the results folder "
+                            f"({target.removeprefix(root)}), which is {study.results}", field="report.targets")
+
+
 def validate_study(raw: Any, sources: list[tuple[str, Any]] | None = None) -> StudyConfig:
     """A merged config mapping as a StudyConfig; ``sources`` (name, raw mapping) name the culprit file."""
     sources = sources if sources is not None else [("study config", raw)]
@@ -432,6 +445,7 @@ def validate_study(raw: Any, sources: list[tuple[str, Any]] | None = None) -> St
         _raise(sources, exc)
     _check_models(study, sources)
     _check_repeats(study, sources)
+    _check_targets(study, sources)
     return study
 
 

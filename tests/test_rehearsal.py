@@ -121,7 +121,7 @@ def test_the_rehearsal_writes_every_paper_target(tmp_path, root, capsys):
     status = rehearsal.main(["--workdir", str(tmp_path / "rehearsal"), "--data", str(root)])
     out = capsys.readouterr()
     assert status == 0, out.err[-3000:]
-    for target in [*load_study([PAPER]).report.targets, "results/report.html"]:
-        assert (tmp_path / "rehearsal" / target).exists(), target
+    for target in [*load_study([PAPER]).report.targets, "report.html"]:
+        assert (tmp_path / "rehearsal" / "results" / target).exists(), target
     assert "time per stage" in out.out and "peft train" in out.out and "anthropic messages (judge)" in out.out
     assert not (REPO / "results-rehearsal").exists() or os.environ.get("CI_KEEP")

@@ -244,12 +244,17 @@ def test_training_leaves_cores_free_and_hosted_teachers_hold_no_gpu(tmp_path):
     assert "threads: 4" in train and "OMP_NUM_THREADS=4" in plan
 
 
+#: The small workflow's results folder: not the default, so that every path must follow the config's `results`.
+OUT = "out"
+
+
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory, root) -> Path:
-    """The small real workflow (tests/data/workflow-small.yaml), run once for the tests below."""
+    """The small real workflow (tests/data/workflow-small.yaml) under results: out, run once for the tests below."""
     cwd = workflow_copy(tmp_path_factory.mktemp("small"))
     config = yaml.safe_load((REPO / "tests" / "data" / "workflow-small.yaml").read_text())
     config["data"]["path"] = str(root)
+    config["results"] = OUT
     (cwd / "small.yaml").write_text(yaml.safe_dump(config))
     done = snakemake(cwd, "--configfile", "small.yaml", "--cores", "2")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -257,24 +262,33 @@ def small_run(tmp_path_factory, root) -> Path:
 
 
 @pytest.mark.slow
+def test_every_result_lands_in_the_configured_results_folder(small_run):
+    cwd = small_run
+    assert not (cwd / "results").exists()
+    made = {p.relative_to(cwd / OUT).parts[0] for p in (cwd / OUT).rglob("*") if p.is_file()}
+    assert {"runs", "scores", "summary", "benchmarks", "partition.json", "table2.csv", "errata.csv"} <= made
+    assert (cwd / OUT / "runs" / "all" / "rule-agent" / "marta.jsonl").is_file()
+
+
+@pytest.mark.slow
 def test_small_real_run_builds_tables_and_figures(small_run):
     cwd = small_run
-    table2 = pd.read_csv(cwd / "results" / "table2.csv")
+    table2 = pd.read_csv(cwd / OUT / "table2.csv")
     row = table2.iloc[0]
     assert (row["model"], row["tier1"], row["composite"], row["judged"]) == (
         "Rule-based baseline", 84.6, 67.02, False)
     # the rule baseline is the paper's reference line: below the ranks, never ranked
     assert pd.isna(row["rank"]) and row["reference"] and not row["ranked"] and row["normal_endings_pct"] == 100.0
-    errata = pd.read_csv(cwd / "results" / "errata.csv")
+    errata = pd.read_csv(cwd / OUT / "errata.csv")
     assert errata.loc[errata["erratum"] == "advisory-fare", "holdout_tier1"].iloc[0] == 86.32
     for figure in ("figure2", "figure3", "figure4"):
-        assert (cwd / "results" / f"{figure}.png").stat().st_size > 1000
-    assert (cwd / "results" / "table2.md").read_text().startswith("| Rank | Model | Licence | Vendor | Comp. | Tier 1 |")
+        assert (cwd / OUT / f"{figure}.png").stat().st_size > 1000
+    assert (cwd / OUT / "table2.md").read_text().startswith("| Rank | Model | Licence | Vendor | Comp. | Tier 1 |")
     again = snakemake(cwd, "--configfile", "small.yaml", "--cores", "2", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
     # Forcing one run reruns its chain (its score, and what reads the scores), nothing else:
     # the same mechanism as --forcerun results/peft/4b/seed43/adapter on the paper config.
-    forced = snakemake(cwd, "--configfile", "small.yaml", "-n", "--forcerun", "results/runs/all/rule-agent/marta.jsonl")
+    forced = snakemake(cwd, "--configfile", "small.yaml", "-n", "--forcerun", f"{OUT}/runs/all/rule-agent/marta.jsonl")
     counts = job_counts(forced.stdout)
     assert counts["run"] == 1 and counts["score"] == 1 and counts["errata_table"] == 1
     assert "partition" not in counts and "verify_data" not in counts
@@ -283,12 +297,12 @@ def test_small_real_run_builds_tables_and_figures(small_run):
 @pytest.mark.slow
 def test_report_holds_every_table_and_figure_and_the_viewer_builds(small_run):
     cwd = small_run
-    made = sorted(p.name for p in (cwd / "results").iterdir() if p.suffix in (".csv", ".md", ".png"))
+    made = sorted(p.name for p in (cwd / OUT).iterdir() if p.suffix in (".csv", ".md", ".png"))
     assert len(made) == 11, made  # table2/9/categories/errata as CSV + Markdown, figures 2-4
     for name in ("report.zip", "report.html"):
-        done = snakemake(cwd, "--configfile", "small.yaml", "--report", f"results/{name}")
+        done = snakemake(cwd, "--configfile", "small.yaml", "--report", f"{OUT}/{name}")
         assert done.returncode == 0, done.stderr[-3000:]
-    with zipfile.ZipFile(cwd / "results" / "report.zip") as archive:
+    with zipfile.ZipFile(cwd / OUT / "report.zip") as archive:
         names = archive.namelist()
         page = archive.read("report/report.html").decode()
     assert sorted(Path(n).name for n in names if "/data/raw/" in n) == made
@@ -296,9 +310,9 @@ def test_report_holds_every_table_and_figure_and_the_viewer_builds(small_run):
                     "Scoring errata", "Figure 2: leaderboard", "Figure 3: category heatmap",
                     "Figure 4: the rule", "can a language model run a transit ticket kiosk"):
         assert caption in page, caption
-    assert (cwd / "results" / "report.html").stat().st_size > 100_000
-    view = snakemake(cwd, "--configfile", "small.yaml", "--cores", "2", "results/view")
+    assert (cwd / OUT / "report.html").stat().st_size > 100_000
+    view = snakemake(cwd, "--configfile", "small.yaml", "--cores", "2", f"{OUT}/view")
     assert view.returncode == 0, view.stderr[-3000:]
-    index = (cwd / "results" / "view" / "index.html").read_text()
+    index = (cwd / OUT / "view" / "index.html").read_text()
     assert "models/rule-agent.html" in index
-    assert len(list((cwd / "results" / "view" / "cases" / "rule-agent").glob("*.html"))) == 955
+    assert len(list((cwd / OUT / "view" / "cases" / "rule-agent").glob("*.html"))) == 955

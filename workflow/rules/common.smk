@@ -22,6 +22,8 @@ try:
 except MetrobenchError as exc:
     sys.exit(f"metrobench: error: {exc}")
 
+# Every path a rule and a command share (metrobench/layout.py), under the config's results folder.
+paths = layout.under(STUDY.results)
 SYSTEMS = list(STUDY.systems)
 MODELS = sorted(STUDY.models)
 STUDENTS = STUDY.students
@@ -55,7 +57,7 @@ wildcard_constraints:
 
 def data_root():
     """The benchmark root: a configured local path, or the pinned clone under results/."""
-    return STUDY.data.path or layout.data_clone()
+    return STUDY.data.path or paths.data_clone()
 
 
 def data_flag():
@@ -144,10 +146,10 @@ if unservable(MODELS):
 
 def run_inputs(wildcards):
     """A run's inputs: the split, the model's config file, and the GGUF it serves (fetched when missing)."""
-    inputs = {"split": layout.split_path()}
+    inputs = {"split": paths.split_path()}
     student = student_of(wildcards.model)
     if student:
-        inputs["gguf"] = layout.quantized_gguf(*student)
+        inputs["gguf"] = paths.quantized_gguf(*student)
         return inputs
     entry = STUDY.models.get(STUDY.configured(wildcards.model))
     if isinstance(entry, str):
@@ -178,7 +180,7 @@ def run_command(wildcards, input, output):
         return f"metrobench rule-agent {common} --mode {mode} --out {output}"
     return (
         f"metrobench bench {common} {config_flags()} {model_flags(w.model)} {gguf_flag(w, input)}"
-        f" --work {layout.work_path(w.model, w.system)} --out {output}"
+        f" --work {paths.work_path(w.model, w.system)} --out {output}"
         f" --server-log {RUN_LOG.format(**w)}.server.log"
     )
 
@@ -192,7 +194,7 @@ def recipe_base(size):
 def base_inputs(wildcards):
     """The stamp of the student's pinned base download, when the config pins that base."""
     base = recipe_base(wildcards.size)
-    return {"base": layout.base_stamp(base)} if base in BASE_DOWNLOADS else {}
+    return {"base": paths.base_stamp(base)} if base in BASE_DOWNLOADS else {}
 
 
 def revision_flag(wildcards):
@@ -218,7 +220,7 @@ def gguf_flag(wildcards, input):
 def scores_of(models, partition=BENCH_VIEW, tiers=layout.TIER2):
     """Score files of these models' views of one partition, one per system."""
     return expand(
-        layout.scores_path("{model}", "{system}", partition, tiers),
+        paths.scores_path("{model}", "{system}", partition, tiers),
         model=models,
         system=SYSTEMS,
     )
@@ -227,7 +229,7 @@ def scores_of(models, partition=BENCH_VIEW, tiers=layout.TIER2):
 def runs_of(models, partition=BENCH_VIEW):
     """Transcripts of these models' views of one partition, one per system."""
     return expand(
-        layout.run_path("{model}", "{system}", partition), model=models, system=SYSTEMS
+        paths.run_path("{model}", "{system}", partition), model=models, system=SYSTEMS
     )
 
 
@@ -276,10 +278,10 @@ TABLE_INPUTS = {
     "table2": scores_of(LEADERBOARD),
     "table3": scores_of([cell.model for cell in STUDY.sensitivity]),
     "table4": scores_of(BASES + STUDENT_MODELS + PUBLISHED, HOLDOUT_VIEW, layout.TIER1)
-    + [layout.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
-    "table7": [layout.teacher_composition()],
-    "table8": [layout.adapter_dir(*student_of(m)) for m in STUDENT_MODELS]
-    + [layout.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
+    + [paths.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
+    "table7": [paths.teacher_composition()],
+    "table8": [paths.adapter_dir(*student_of(m)) for m in STUDENT_MODELS]
+    + [paths.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
     "table9": scores_of(members(STATS.bootstrap_models)),
     "protocol": scores_of(members(STATS.bootstrap_models))
     + runs_of(members(STATS.bootstrap_models)),
@@ -303,8 +305,8 @@ TIER1_TABLES = {"table4", "quality_cost"}
 def table_scores(table):
     """The scores folder a table (or a figure's table) reads."""
     if table in TIER1_TABLES:
-        return layout.scores_root(HOLDOUT_VIEW, layout.TIER1)
-    return layout.scores_root(BENCH_VIEW)
+        return paths.scores_root(HOLDOUT_VIEW, layout.TIER1)
+    return paths.scores_root(BENCH_VIEW)
 
 
 FIGURE_SOURCE = {

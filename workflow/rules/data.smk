@@ -6,7 +6,7 @@ if not STUDY.data.path:
 
     rule fetch_data:
         output:
-            directory(layout.data_clone()),
+            directory(paths.data_clone()),
         log:
             "logs/data/fetch.log",
         conda:
@@ -19,9 +19,9 @@ if not STUDY.data.path:
 
 rule verify_data:
     input:
-        [] if STUDY.data.path else layout.data_clone(),
+        [] if STUDY.data.path else paths.data_clone(),
     output:
-        layout.data_verified(),
+        paths.data_verified(),
     log:
         "logs/data/verify.log",
     conda:
@@ -34,9 +34,9 @@ rule verify_data:
 
 rule partition:
     input:
-        layout.data_verified(),
+        paths.data_verified(),
     output:
-        layout.split_path(),
+        paths.split_path(),
     log:
         "logs/data/partition.log",
     conda:

@@ -25,7 +25,7 @@ rule fetch_gguf:
 
 rule fetch_base:
     output:
-        layout.base_stamp("{base}"),
+        paths.base_stamp("{base}"),
     log:
         "logs/models/{base}.log",
     wildcard_constraints:

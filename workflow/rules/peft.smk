@@ -4,21 +4,21 @@
 rule train:
     input:
         unpack(base_inputs),
-        dataset=layout.teacher_dataset(),
+        dataset=paths.teacher_dataset(),
         recipe=lambda w: STUDENTS[w.size].recipe,
     output:
-        directory(layout.adapter_dir("{size}", "{seed}")),
+        directory(paths.adapter_dir("{size}", "{seed}")),
     log:
         "logs/peft/{size}/seed{seed}/train.log",
     benchmark:
-        layout.benchmark_path("peft/{size}/seed{seed}/train")
+        paths.benchmark_path("peft/{size}/seed{seed}/train")
     conda:
         TRAIN_ENV
     threads: train_threads
     resources:
         gpu=1,
     params:
-        work=lambda w: layout.train_work(w.size, w.seed),
+        work=lambda w: paths.train_work(w.size, w.seed),
         revision=revision_flag,
         caps=train_caps,
     shell:
@@ -30,14 +30,14 @@ rule train:
 rule merge:
     input:
         unpack(base_inputs),
-        adapter=layout.adapter_dir("{size}", "{seed}"),
+        adapter=paths.adapter_dir("{size}", "{seed}"),
         recipe=lambda w: STUDENTS[w.size].recipe,
     output:
-        intermediate(directory(layout.merged_dir("{size}", "{seed}"))),
+        intermediate(directory(paths.merged_dir("{size}", "{seed}"))),
     log:
         "logs/peft/{size}/seed{seed}/merge.log",
     benchmark:
-        layout.benchmark_path("peft/{size}/seed{seed}/merge")
+        paths.benchmark_path("peft/{size}/seed{seed}/merge")
     conda:
         "../envs/train.yaml"
     resources:
@@ -51,13 +51,13 @@ rule merge:
 
 rule gguf:
     input:
-        layout.merged_dir("{size}", "{seed}"),
+        paths.merged_dir("{size}", "{seed}"),
     output:
-        intermediate(layout.f16_gguf("{size}", "{seed}")),
+        intermediate(paths.f16_gguf("{size}", "{seed}")),
     log:
         "logs/peft/{size}/seed{seed}/gguf.log",
     benchmark:
-        layout.benchmark_path("peft/{size}/seed{seed}/gguf")
+        paths.benchmark_path("peft/{size}/seed{seed}/gguf")
     conda:
         "../envs/train.yaml"
     params:
@@ -72,10 +72,10 @@ rule gguf:
 
 rule quantize:
     input:
-        layout.f16_gguf("{size}", "{seed}"),
+        paths.f16_gguf("{size}", "{seed}"),
     output:
-        gguf=layout.quantized_gguf("{size}", "{seed}"),
-        sizes=layout.gguf_sizes("{size}", "{seed}"),
+        gguf=paths.quantized_gguf("{size}", "{seed}"),
+        sizes=paths.gguf_sizes("{size}", "{seed}"),
     log:
         "logs/peft/{size}/seed{seed}/quantize.log",
     conda:

@@ -10,12 +10,12 @@ rule run:
     input:
         unpack(run_inputs),
     output:
-        layout.run_path("{model}", "{system}", "{partition}"),
+        paths.run_path("{model}", "{system}", "{partition}"),
     log:
         run="logs/runs/{partition}/{model}/{system}.log",
         server="logs/runs/{partition}/{model}/{system}.server.log",
     benchmark:
-        layout.benchmark_path("runs/{partition}/{model}/{system}")
+        paths.benchmark_path("runs/{partition}/{model}/{system}")
     conda:
         "../envs/serve.yaml"
     resources:
@@ -31,25 +31,25 @@ rule score:
     # (tiers=tier1, --judge none) never needs a judge's key: Table 4, the teachers.
     input:
         runs=expand(
-            layout.run_path("{{model}}", "{system}", "{{partition}}"), system=SYSTEMS
+            paths.run_path("{{model}}", "{system}", "{{partition}}"), system=SYSTEMS
         ),
-        split=layout.split_path(),
+        split=paths.split_path(),
     output:
         expand(
-            layout.scores_path("{{model}}", "{system}", "{{partition}}", "{{tiers}}"),
+            paths.scores_path("{{model}}", "{system}", "{{partition}}", "{{tiers}}"),
             system=SYSTEMS,
         ),
     log:
         "logs/scores/{tiers}/{partition}/{model}.log",
     benchmark:
-        layout.benchmark_path("scores/{tiers}/{partition}/{model}")
+        paths.benchmark_path("scores/{tiers}/{partition}/{model}")
     conda:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
         runs=lambda w, input: " ".join(f"--run {run}" for run in input.runs),
         judge=lambda w: judge_flags() if w.tiers == layout.TIER2 else "--judge none",
-        scores=lambda w: layout.scores_root(w.partition, w.tiers),
+        scores=lambda w: paths.scores_root(w.partition, w.tiers),
     shell:
         "metrobench score {params.data} {params.runs} --split {input.split}"
         " --model {wildcards.model} --out {params.scores} {params.judge} > {log} 2>&1"
@@ -59,13 +59,13 @@ rule summary:
     input:
         scores_of(["{model}"]),
     output:
-        layout.summary_path("{model}"),
+        paths.summary_path("{model}"),
     log:
         "logs/summary/{model}.log",
     conda:
         "../envs/cpu.yaml"
     params:
-        scores=lambda w: layout.scores_root(BENCH_VIEW),
+        scores=lambda w: paths.scores_root(BENCH_VIEW),
     shell:
         "(metrobench summary --scores {params.scores} --model {wildcards.model} --partition holdout"
         " && echo && metrobench summary --scores {params.scores} --model {wildcards.model}"

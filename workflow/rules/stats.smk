@@ -8,14 +8,14 @@ rule table:
         lambda w: TABLE_INPUTS[w.table],
     output:
         csv=report(
-            layout.table_path("{table}"),
+            paths.table_path("{table}"),
             caption="../report/table.rst",
             category="Tables",
             subcategory="{table}",
             labels={"table": "{table}", "format": "CSV"},
         ),
         md=report(
-            layout.table_path("{table}", suffix=".md"),
+            paths.table_path("{table}", suffix=".md"),
             caption="../report/table.rst",
             category="Tables",
             subcategory="{table}",
@@ -30,7 +30,7 @@ rule table:
     params:
         config=merged_config_flag(),
         scores=lambda w: table_scores(w.table),
-        out=lambda w: layout.RESULTS,
+        out=lambda w: paths.root,
     shell:
         "metrobench tables --scores {params.scores} {params.config} --out {params.out}"
         " --only {wildcards.table} > {log} 2>&1"
@@ -41,7 +41,7 @@ rule figure:
         lambda w: TABLE_INPUTS[FIGURE_SOURCE[w.figure]],
     output:
         report(
-            layout.table_path("{figure}", suffix=".png"),
+            paths.table_path("{figure}", suffix=".png"),
             caption="../report/figure.rst",
             category="Figures",
             labels={"figure": "{figure}"},
@@ -55,7 +55,7 @@ rule figure:
     params:
         config=merged_config_flag(),
         scores=lambda w: table_scores(FIGURE_SOURCE[w.figure]),
-        out=lambda w: layout.RESULTS,
+        out=lambda w: paths.root,
     shell:
         "metrobench tables --scores {params.scores} {params.config} --out {params.out}"
         " --only {wildcards.figure} > {log} 2>&1"
@@ -67,14 +67,14 @@ rule errata_table:
         runs_of(ERRATA_MODELS, "all"),
     output:
         csv=report(
-            layout.table_path("errata"),
+            paths.table_path("errata"),
             caption="../report/errata.rst",
             category="Tables",
             subcategory="errata",
             labels={"table": "errata", "format": "CSV"},
         ),
         md=report(
-            layout.table_path("errata", suffix=".md"),
+            paths.table_path("errata", suffix=".md"),
             caption="../report/errata.rst",
             category="Tables",
             subcategory="errata",
@@ -86,7 +86,7 @@ rule errata_table:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
-        runs=lambda w: layout.runs_root("all"),
+        runs=lambda w: paths.runs_root("all"),
         models=" ".join(f"--model {m}" for m in ERRATA_MODELS),
     shell:
         "metrobench errata-table {params.data} --runs {params.runs} {params.models} --out {output.csv}"
@@ -98,15 +98,15 @@ rule view:
         runs=runs_of(VIEW_MODELS),
         scores=scores_of(VIEW_MODELS),
     output:
-        directory(layout.viewer_dir()),
+        directory(paths.viewer_dir()),
     log:
         "logs/report/view.log",
     conda:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
-        runs=lambda w: layout.runs_root(BENCH_VIEW),
-        scores=lambda w: layout.scores_root(BENCH_VIEW),
+        runs=lambda w: paths.runs_root(BENCH_VIEW),
+        scores=lambda w: paths.scores_root(BENCH_VIEW),
         models=" ".join(f"--model {m}" for m in VIEW_MODELS),
     shell:
         "metrobench view {params.data} --runs {params.runs} --scores {params.scores} {params.models}"

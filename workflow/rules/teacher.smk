@@ -8,19 +8,19 @@
 rule trainset:
     input:
         scores_of(TEACHERS, TEACHER_VIEW, layout.TIER1),
-        split=layout.split_path(),
+        split=paths.split_path(),
         recipes=sorted({spec.recipe for spec in STUDENTS.values()}),
     output:
-        dataset=layout.teacher_dataset(),
-        table=layout.teacher_composition(),
+        dataset=paths.teacher_dataset(),
+        table=paths.teacher_composition(),
     log:
         "logs/teacher/trainset.log",
     conda:
         "../envs/train.yaml"
     params:
         data=data_flag(),
-        scores=lambda w: layout.scores_root(TEACHER_VIEW, layout.TIER1),
-        runs=lambda w: layout.runs_root(TEACHER_VIEW),
+        scores=lambda w: paths.scores_root(TEACHER_VIEW, layout.TIER1),
+        runs=lambda w: paths.runs_root(TEACHER_VIEW),
         recipes=lambda w, input: " ".join(f"--recipe {r}" for r in input.recipes),
         teachers=",".join(TEACHERS),
         min_tier1=STUDY.trainset.min_tier1,
