@@ -85,3 +85,15 @@ def test_records_of_two_selections_are_refused(bench, tmp_path):
     write_transcript(run_path, [first, second])
     with pytest.raises(MetrobenchError, match="2 different case selections"):
         recorded_selection(read_run(run_path))
+
+
+def test_the_rule_agent_runs_a_sample_as_bench_does(root, bench, tmp_path):
+    """The benchmark's sampled views (config bench.sample) run the rule agent on the same cases as the models."""
+    partitions = load_split(bench)
+    run = tmp_path / "cta.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "cta", "--partition", "holdout", "--sample", "2",
+                 "--out", str(run), "--no-verify"]) == 0
+    expected = Selection(system="cta", partition="holdout", split=split_digest(partitions), sample=2)
+    records = read_run(run).records
+    assert [r.case_id for r in records] == [c.id for c in expected.resolve(bench, partitions)]
+    assert recorded_selection(read_run(run)) == expected

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.commands.common import (Subparsers, _add_data, _add_selection, _add_verify, _run_selection, _systems,
-                                        _verified_bench)
+from metrobench.commands.common import (Subparsers, _add_data, _add_selection, _add_verify, _at_least_one,
+                                        _run_selection, _systems, _verified_bench)
 from metrobench.errors import MetrobenchError
 
 
@@ -25,6 +25,7 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--system", required=True, action="append", choices=_systems(),
                    help="system (repeatable: several in one process, with {system} in --out)")
     _add_selection(p)
+    p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (as `bench`'s)")
     p.add_argument("--model", default="rule-agent", help="model name recorded in the transcript")
     p.add_argument("--mode", default="baseline", choices=("baseline", "teacher"),
                    help="baseline: the paper's baseline, the reference's quirks included (default); "
