@@ -112,9 +112,6 @@ def test_stage_times_sum_the_benchmark_files(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("METROBENCH_REHEARSAL"),
-                    reason="the whole rehearsal has not yet been shown to fit CI's budget (issue 28: one paper-recipe "
-                           "training step on the CPU takes over 14 min): `make rehearsal`, or METROBENCH_REHEARSAL=1")
 def test_the_rehearsal_writes_every_paper_target(tmp_path, root, capsys):
     pytest.importorskip("torch")
     pytest.importorskip("llama_cpp")
