@@ -102,19 +102,24 @@ train_metrics = _in_seed_dir(f"{ADAPTER}/{TRAIN_METRICS}",
                              "What training wrote beside the adapter: wall time, adapter bytes, the recipe (Table 8).")
 
 
-def data_clone(root: str = RESULTS) -> str:
-    """The benchmark cloned at its pinned commit, when the config names no local copy."""
-    return f"{root}/data/metrollm-bench"
+def _in_results(name: str, doc: str) -> Callable[..., str]:
+    """A path function for one fixed file or folder of the results folder."""
+    def path(root: str = RESULTS) -> str:
+        return f"{root}/{name}"
+
+    path.__doc__ = doc
+    return path
 
 
-def data_verified(root: str = RESULTS) -> str:
-    """The stamp of the benchmark's checked digests."""
-    return f"{root}/data/verified.json"
-
-
-def split_path(root: str = RESULTS) -> str:
-    """The train/held-out split every run and score reads."""
-    return f"{root}/partition.json"
+data_clone = _in_results("data/metrollm-bench",
+                         "The benchmark cloned at its pinned commit, when the config names no local copy.")
+data_verified = _in_results("data/verified.json", "The stamp of the benchmark's checked digests.")
+split_path = _in_results("partition.json", "The train/held-out split every run and score reads.")
+viewer_dir = _in_results("view", "The case viewer's static site.")
+teacher_composition = _in_results("teacher/composition.csv",
+                                  "The training set's composition (Table 7), written beside the dataset.")
+teacher_dataset = _in_results("teacher/dataset.jsonl",
+                              "The distillation training set (one JSON line per kept trace).")
 
 
 def base_stamp(base: str, root: str = RESULTS) -> str:
@@ -131,10 +136,6 @@ def benchmark_path(job: str, root: str = RESULTS) -> str:
     """A job's Snakemake ``benchmark:`` record (wall time, memory), read by ``metrobench plan``."""
     return f"{root}/benchmarks/{job}.tsv"
 
-
-def viewer_dir(root: str = RESULTS) -> str:
-    """The case viewer's static site."""
-    return f"{root}/view"
 
 
 def work_path(model: str, system: str, root: str = RESULTS) -> str:
@@ -190,13 +191,6 @@ def summary_path(model: str, root: str = RESULTS) -> str:
     return f"{root}/summary/{model}.txt"
 
 
-def teacher_composition(root: str = RESULTS) -> str:
-    """The training set's composition (Table 7), written beside the dataset."""
-    return f"{root}/teacher/composition.csv"
-
-
-def teacher_dataset(root: str = RESULTS) -> str:
-    return f"{root}/teacher/dataset.jsonl"
 
 
 def result(name: str, root: str = RESULTS) -> str:

@@ -30,7 +30,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from metrobench import layout
 from metrobench.credentials import env_name_problem, url_problem
@@ -125,20 +125,13 @@ class ModelConfig(BaseModel):
     repeats: int = Field(1, ge=1)
     repeat: int = Field(1, ge=1)
 
-    @field_validator("base_url")
+    @field_validator("base_url", "api_key_env")
     @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        # metrobench.credentials: no credentials in the URL; quoted only redacted
-        problem = None if value is None else url_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        # a key pasted here is refused without being quoted (metrobench.credentials)
-        problem = None if value is None else env_name_problem(value)
+    def _no_secret(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # metrobench.credentials: no credentials in the URL (quoted only redacted); a key pasted
+        # as the variable's name is refused without being quoted
+        check = url_problem if info.field_name == "base_url" else env_name_problem
+        problem = None if value is None else check(value)
         if problem:
             raise ValueError(problem)
         return value
