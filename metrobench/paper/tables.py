@@ -283,9 +283,10 @@ def table10(cases: Cases, config: StudyConfig) -> pd.DataFrame:
                 interval, p = paired_bootstrap(_runs(cases, config, a, partition, metric),
                                                _runs(cases, config, b, partition, metric),
                                                n_resamples=n_resamples, seed=seed)
+                # + 0.0: a difference of equal means over repeats may round to -0.0; a table prints 0.0
                 rows.append({"a": a, "b": b, "partition": partition, "metric": metric, "n": interval.n,
-                             "delta": round(interval.estimate, 2), "lo": round(interval.lo, 2),
-                             "hi": round(interval.hi, 2), "excludes_zero": interval.excludes_zero(),
+                             "delta": round(interval.estimate, 2) + 0.0, "lo": round(interval.lo, 2) + 0.0,
+                             "hi": round(interval.hi, 2) + 0.0, "excludes_zero": interval.excludes_zero(),
                              "p": p})
     frame = pd.DataFrame(rows)
     frame["p_holm"] = holm(frame["p"].tolist())
