@@ -265,9 +265,10 @@ class Cases:
         ids = self.selected(flags)
         if flags.out:
             self.views[flags.out] = len(ids)
-        transcript = self.root / (flags.work or flags.out or "")
-        if flags.restart or not (flags.work or flags.out):
+        written = flags.work or flags.out
+        if flags.restart or not written:
             return len(ids)
+        transcript = self.root / written
         claimed = self._claimed.setdefault(transcript, _recorded(transcript))
         todo = ids - claimed
         claimed |= todo

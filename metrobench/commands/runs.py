@@ -73,10 +73,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from metrobench.agents.serving_record import hosted_record
     from metrobench.transcripts.records import transcript_lock
 
-    with transcript_lock(_transcript(args), wait=bool(args.work)):
+    with transcript_lock(_transcript(args), wait=bool(args.work)):  # held while the view is cut too
         summary = run_model(cfg, bench.system(args.system), cases, _transcript(args), restart=args.restart,
                             selection=selection, serving=hosted_record(cfg))
-    return _report(summary, args, selection, cases)
+        return _report(summary, args, selection, cases)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -91,7 +91,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     selection, cases = _run_selection(args, bench)
     log = Path(args.server_log) if args.server_log else None
     out = _transcript(args)
-    with transcript_lock(out, wait=bool(args.work)), serve_model(cfg, log_path=log) as url:  # lock before serving
-        summary = run_model(cfg, bench.system(args.system), cases, out, base_url=url,
-                            restart=args.restart, selection=selection, serving=serving_record(cfg, url))
-    return _report(summary, args, selection, cases)  # after the server has stopped
+    with transcript_lock(out, wait=bool(args.work)):  # before serving, and while the view is cut
+        with serve_model(cfg, log_path=log) as url:
+            summary = run_model(cfg, bench.system(args.system), cases, out, base_url=url,
+                                restart=args.restart, selection=selection, serving=serving_record(cfg, url))
+        return _report(summary, args, selection, cases)  # after the server has stopped
