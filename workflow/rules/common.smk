@@ -14,6 +14,7 @@ from metrobench.hub.lock import lock_problems, read_lock
 from metrobench.study import RULE_AGENT, read_sources, validate_study
 from metrobench.training.chat_template import chat_template
 from metrobench.training.recipe import load_recipe
+from metrobench.vocabulary import WHOLE
 
 # The study config as one typed model (metrobench/study.py): every rule reads STUDY, with
 # the model's defaults; a bad key or value stops the plan with one line naming its file.
@@ -39,6 +40,7 @@ SEEDS = sorted({seed for spec in STUDENTS.values() for seed in spec.seeds})
 BENCH_VIEW = STUDY.bench.partition
 HOLDOUT_VIEW = "holdout"
 TEACHER_VIEW = "train"
+ERRATA_VIEW = WHOLE  # the errata table rescores every case
 
 
 def _alternatives(names):
@@ -51,7 +53,7 @@ wildcard_constraints:
     model=r"[A-Za-z0-9][A-Za-z0-9._+-]*",
     size=_alternatives(SIZES),
     seed=_alternatives([str(s) for s in SEEDS]),
-    partition=_alternatives(["all", HOLDOUT_VIEW, TEACHER_VIEW]),
+    partition=_alternatives([ERRATA_VIEW, HOLDOUT_VIEW, TEACHER_VIEW]),
     tiers=_alternatives([layout.TIER1, layout.TIER2]),
 
 

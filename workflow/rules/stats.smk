@@ -64,7 +64,7 @@ rule figure:
 rule errata_table:
     input:
         # It rescores every case of these runs (their all view) under each erratum.
-        runs_of(ERRATA_MODELS, "all"),
+        runs_of(ERRATA_MODELS, ERRATA_VIEW),
     output:
         csv=report(
             paths.table_path("errata"),
@@ -86,7 +86,7 @@ rule errata_table:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
-        runs=lambda w: paths.runs_root("all"),
+        runs=lambda w: paths.runs_root(ERRATA_VIEW),
         models=" ".join(f"--model {m}" for m in ERRATA_MODELS),
     shell:
         "metrobench errata-table {params.data} --runs {params.runs} {params.models} --out {output.csv}"
