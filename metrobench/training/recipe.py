@@ -14,10 +14,11 @@ project's template. Whatever the recipe, an example with no loss token inside
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from metrobench.data.loader import read_yaml
 from metrobench.errors import MetrobenchError
@@ -41,7 +42,7 @@ class Recipe(BaseModel):
     grad_accum: int = 4
     learning_rate: float = 2e-4
     scheduler: str = "cosine"
-    warmup_ratio: float = 0.05
+    warmup_ratio: float = Field(0.05, validate_default=True)   # checked against max_steps below
     max_length: int = 4096
     # What an example cut by max_length before its last assistant turn becomes:
     # "corrected" drops it (it would teach a conversation without its ending);
@@ -69,6 +70,22 @@ class Recipe(BaseModel):
     gradient_checkpointing: bool = True
     save_steps: int = 50
     logging_steps: int = 1
+
+    @field_validator("warmup_ratio")
+    @classmethod
+    def _warmup_leaves_steps(cls, ratio: float, info: ValidationInfo) -> float:
+        """Refuse a warmup that takes every step of a ``max_steps`` run.
+
+        transformers warms up for ``ceil(warmup_ratio * steps)`` steps from a learning
+        rate of 0 at step 0, so one step with the default 5 % is a step at rate 0: the
+        adapter stays zero and the student is its base (the CPU demo's one-step students
+        were, 2026-12-03). Warmup must end before the last step.
+        """
+        steps = info.data.get("max_steps", -1)
+        if steps > 0 and ratio > 0 and math.ceil(ratio * steps) >= steps:
+            raise ValueError(f"a warmup of {math.ceil(ratio * steps)} of {steps} steps leaves no step "
+                             "at the full learning rate (the first is at 0); lower it (0 for a step or two)")
+        return ratio
 
 
 def load_recipe(path: Path | str) -> Recipe:

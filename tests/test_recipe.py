@@ -1,0 +1,49 @@
+"""Recipe files: every committed one loads, and a warmup that leaves no step at the recipe's rate is refused."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from metrobench.errors import MetrobenchError
+from metrobench.training.recipe import load_recipe
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_committed_recipe_loads():
+    recipes = sorted((REPO / "peft" / "recipes").glob("*.yaml"))
+    assert len(recipes) >= 12 and all(load_recipe(path).size for path in recipes)
+
+
+@pytest.mark.parametrize("steps, ratio, refused", [(1, 0.05, True), (1, None, True), (2, 0.6, True),
+                                                   (1, 0.0, False), (2, 0.05, False), (-1, 0.05, False)])
+def test_a_warmup_taking_every_step_is_one_line(tmp_path, steps, ratio, refused):
+    path = tmp_path / "r.yaml"
+    path.write_text(f"size: x\nbase: tiny-qwen3\nmax_steps: {steps}\n" + (f"warmup_ratio: {ratio}\n" if ratio is not None else ""))
+    if not refused:
+        assert load_recipe(path).max_steps == steps
+        return
+    with pytest.raises(MetrobenchError, match=r"r.yaml: field warmup_ratio: .*a warmup of (1 of 1|2 of 2) steps"):
+        load_recipe(path)
+
+
+def test_transformers_warms_up_from_a_rate_of_zero():
+    """Why the check exists: the scheduler's first step is at rate 0 while warming up,
+    so a one-step run with the default warmup trains nothing (the CPU demo's students did)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    param = torch.nn.Parameter(torch.zeros(1))
+    for steps, ratio in ((1, 0.05), (2, 0.05), (1, 0.0)):
+        optimizer = torch.optim.AdamW([param], lr=1e-3)
+        schedule = transformers.get_scheduler("cosine", optimizer, num_warmup_steps=math.ceil(ratio * steps),
+                                              num_training_steps=steps)
+        rates = []
+        for _ in range(steps):
+            rates.append(schedule.get_last_lr()[0])
+            optimizer.step()
+            schedule.step()
+        assert (rates[0] == 0.0) == (ratio > 0), (steps, ratio, rates)
+        assert any(rate > 0 for rate in rates) == (math.ceil(ratio * steps) < steps)
