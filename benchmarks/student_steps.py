@@ -28,12 +28,11 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
+from metrobench.data import SYSTEMS
 from metrobench.paper.protocol import model_records, protocol_row
 from metrobench.paper.tables import to_markdown
-
-SYSTEMS = ("bart", "beijing", "cta", "doha", "marta", "taipei")
+from metrobench.study import load_study
 
 
 def _sh(args: list[str], log: Path) -> float:
@@ -89,9 +88,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.data is None:
         args.data = os.environ.get("METROBENCH_DATA") or sys.exit("metrobench: error: --data or $METROBENCH_DATA")
-    config = yaml.safe_load(Path(args.config).read_text())
-    recipe = args.recipe or config["students"][args.student]["recipe"]
-    sample = (config.get("bench") or {}).get("sample")
+    study = load_study([args.config])
+    recipe = args.recipe or study.students[args.student].recipe
+    sample = study.bench.sample
     model = f"{args.student}-peft-s{args.seed}"  # a name the config knows, so bench takes its settings
 
     rows = []

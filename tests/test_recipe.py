@@ -1,28 +1,21 @@
-"""Recipe files: every committed one loads, and a warmup that leaves no step at the recipe's rate is refused."""
+"""A recipe whose warmup leaves no step at its learning rate is refused (every committed recipe loads: test_templates)."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
 from metrobench.errors import MetrobenchError
 from metrobench.training.recipe import load_recipe
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def test_every_committed_recipe_loads():
-    recipes = sorted((REPO / "peft" / "recipes").glob("*.yaml"))
-    assert len(recipes) >= 12 and all(load_recipe(path).size for path in recipes)
-
 
 @pytest.mark.parametrize("steps, ratio, refused", [(1, 0.05, True), (1, None, True), (2, 0.6, True),
                                                    (1, 0.0, False), (2, 0.05, False), (-1, 0.05, False)])
 def test_a_warmup_taking_every_step_is_one_line(tmp_path, steps, ratio, refused):
     path = tmp_path / "r.yaml"
-    path.write_text(f"size: x\nbase: tiny-qwen3\nmax_steps: {steps}\n" + (f"warmup_ratio: {ratio}\n" if ratio is not None else ""))
+    warmup = f"warmup_ratio: {ratio}\n" if ratio is not None else ""
+    path.write_text(f"size: x\nbase: tiny-qwen3\nmax_steps: {steps}\n{warmup}")
     if not refused:
         assert load_recipe(path).max_steps == steps
         return

@@ -82,8 +82,9 @@ class Recipe(BaseModel):
         were, 2026-12-03). Warmup must end before the last step.
         """
         steps = info.data.get("max_steps", -1)
-        if steps > 0 and ratio > 0 and math.ceil(ratio * steps) >= steps:
-            raise ValueError(f"a warmup of {math.ceil(ratio * steps)} of {steps} steps leaves no step "
+        warmup = math.ceil(ratio * steps)
+        if steps > 0 and ratio > 0 and warmup >= steps:
+            raise ValueError(f"a warmup of {warmup} of {steps} steps leaves no step "
                              "at the full learning rate (the first is at 0); lower it (0 for a step or two)")
         return ratio
 
