@@ -82,7 +82,7 @@ mini-study: $(VENV)/.full | $(DATA)
 # whole workflow - every table, figure and the report - on the CPU, with one tiny random
 # Qwen3.5 for every model and base (fetched by name through the lock from a local hub
 # stand-in), local stand-ins for the hosted APIs and the judge, one held-out case per system
-# and one training step per student. In results-rehearsal/, never results/; prints the time
+# and two training steps per student. In results-rehearsal/, never results/; prints the time
 # per phase and per stage.
 rehearsal: $(VENV)/.full | $(DATA)
 	$(BYTECODE)

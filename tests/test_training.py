@@ -521,13 +521,19 @@ def test_train_caps_the_recipe_s_steps_and_length_and_never_raises_them(monkeypa
     monkeypatch.setattr(training, "train", fake_train)
     recipe = REPO / "peft" / "recipes" / "2b.yaml"           # epochs (no step limit), 4,096 tokens
     args = ["train", "--recipe", str(recipe), "--dataset", "x", "--seed", "42", "--out", str(tmp_path / "a")]
-    assert main([*args, "--max-steps", "1", "--max-length", "256"]) == 0
+    assert main([*args, "--max-steps", "2", "--max-length", "256"]) == 0
     assert main([*args, "--max-length", "100000"]) == 0      # a cap above the recipe's leaves it
     assert main(args) == 0
-    assert [(r.max_steps, r.max_length) for r in trained] == [(1, 256), (-1, 4096), (-1, 4096)]
+    assert [(r.max_steps, r.max_length) for r in trained] == [(2, 256), (-1, 4096), (-1, 4096)]
     capsys.readouterr()
     assert main([*args, "--max-length", "0"]) == 2
     assert capsys.readouterr().err.strip() == "metrobench: error: --max-length 0: give at least 1"
+    # One step of the recipe's 5 % warmup would be a step at learning rate 0: refused, as in a recipe.
+    assert main([*args, "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("metrobench: error: --max-steps 1 (students.<size>.max_steps) with the recipe's "
+                          "warmup_ratio: ") and "a warmup of 1 of 1 steps" in err and "\n" not in err
+    assert len(trained) == 3
 
 
 def test_nf4_layers_bitsandbytes_cannot_pack_take_the_generic_cpu_kernel():

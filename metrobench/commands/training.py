@@ -109,7 +109,13 @@ def capped_recipe(recipe: Recipe, max_steps: int | None, max_length: int | None)
     """``recipe`` with its optimiser steps and max sequence length capped (a rehearsal's; None: the recipe's).
 
     A cap never raises the recipe's value; a recipe without a step limit (``max_steps`` <= 0:
-    its epochs) takes the cap as it is."""
+    its epochs) takes the cap as it is. The capped recipe is validated again, so a cap that
+    leaves every step to the warmup (1 step of a 5 % warmup: a step at rate 0) is refused as
+    the same value written in the recipe would be."""
+    from pydantic import ValidationError
+
+    from metrobench.training.recipe import Recipe
+
     update: dict[str, int] = {}
     for flag, cap in (("--max-steps", max_steps), ("--max-length", max_length)):
         if cap is not None and cap < 1:
@@ -118,7 +124,12 @@ def capped_recipe(recipe: Recipe, max_steps: int | None, max_length: int | None)
         update["max_steps"] = max_steps if recipe.max_steps <= 0 else min(recipe.max_steps, max_steps)
     if max_length is not None:
         update["max_length"] = min(recipe.max_length, max_length)
-    return recipe.model_copy(update=update)
+    try:
+        return Recipe.model_validate(recipe.model_dump() | update)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise MetrobenchError(f"--max-steps {max_steps} (students.<size>.max_steps) with the recipe's "
+                              f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
 def _add_merge(sub: Subparsers[argparse.ArgumentParser]) -> None:
