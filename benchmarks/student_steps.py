@@ -106,7 +106,8 @@ def main() -> None:
         elif (label_dir / "train_seconds.txt").is_file():
             seconds = float((label_dir / "train_seconds.txt").read_text())
         runs = _bench(label_dir, _export(label_dir, recipe, adapter), model, args, sample)
-        rows.append({"student": f"{steps} steps ({Path(recipe).name})", "train_s": seconds,
+        rows.append({"student": f"{steps} steps ({Path(recipe).name})",
+                     "train_s": None if seconds is None else round(seconds),
                      **protocol_row(model, model_records(runs, model))})
     for spec in args.adapter:
         label, _, rest = spec.partition("=")
