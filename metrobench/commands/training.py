@@ -112,9 +112,7 @@ def capped_recipe(recipe: Recipe, max_steps: int | None, max_length: int | None)
     its epochs) takes the cap as it is. The capped recipe is validated again, so a cap that
     leaves every step to the warmup (1 step of a 5 % warmup: a step at rate 0) is refused as
     the same value written in the recipe would be."""
-    from pydantic import ValidationError
-
-    from metrobench.training.recipe import Recipe
+    from metrobench.training.recipe import recipe_from
 
     update: dict[str, int] = {}
     for flag, cap in (("--max-steps", max_steps), ("--max-length", max_length)):
@@ -124,12 +122,8 @@ def capped_recipe(recipe: Recipe, max_steps: int | None, max_length: int | None)
         update["max_steps"] = max_steps if recipe.max_steps <= 0 else min(recipe.max_steps, max_steps)
     if max_length is not None:
         update["max_length"] = min(recipe.max_length, max_length)
-    try:
-        return Recipe.model_validate(recipe.model_dump() | update)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise MetrobenchError(f"--max-steps {max_steps} (students.<size>.max_steps) with the recipe's "
-                              f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+    return recipe_from(recipe.model_dump() | update,
+                       f"--max-steps {max_steps} (students.<size>.max_steps) with the recipe's ")
 
 
 def _add_merge(sub: Subparsers[argparse.ArgumentParser]) -> None:

@@ -93,8 +93,14 @@ def load_recipe(path: Path | str) -> Recipe:
     path = Path(path)
     if not path.is_file():
         raise MetrobenchError(f"{path}: no such recipe")
+    return recipe_from(read_yaml(path) or {}, f"{path}: field ")
+
+
+def recipe_from(data: dict, where: str) -> Recipe:
+    """``data`` validated as a recipe (a file's, or a recipe with caps applied); its first
+    problem as one line, ``{where}{field}: {message}``."""
     try:
-        return Recipe.model_validate(read_yaml(path) or {})
+        return Recipe.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise MetrobenchError(f"{path}: field {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise MetrobenchError(f"{where}{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
