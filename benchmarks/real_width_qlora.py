@@ -57,6 +57,7 @@ import sys
 import tempfile
 import threading
 import time
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -230,8 +231,8 @@ def random_base(config: dict[str, Any], quantization_config, dtype, device):
     if quantizer is not None:
         quantizer.postprocess_model(model)
         model.hf_quantizer = quantizer
-    if str(device) != "cpu":
-        model.hf_device_map = {"": device}
+    if device.type != "cpu":
+        model.hf_device_map = {"": device.index or 0}     # as from_pretrained(device_map={"": 0}) leaves it
     model.config.dtype = dtype
     return model.eval()
 
@@ -353,9 +354,12 @@ def recipe_for(path: Path, args: argparse.Namespace, length: int):
     data = {**recipe.model_dump(), "max_steps": 2, "grad_accum": args.grad_accum, "max_length": length}
     wanted = None
     if args.lora_dtype and "lora_dtype" in Recipe.model_fields:
-        default = str(Recipe.model_fields["lora_dtype"].default)
-        wanted = args.lora_dtype if args.lora_dtype != "other" else (
-            "bfloat16" if default in ("float32", "fp32") else "float32")
+        field = Recipe.model_fields["lora_dtype"]
+        default, choices = str(field.default), [str(c) for c in typing.get_args(field.annotation)]
+        others = [c for c in choices if c != default]
+        wanted = args.lora_dtype
+        if wanted == "other":
+            wanted = others[0] if len(others) == 1 else ("bfloat16" if "32" in default else "float32")
         data["lora_dtype"] = wanted
     return recipe_from(data, f"{path} (two steps): field "), wanted
 
