@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
              "Peaks are of the training phase; 'in use' is the device's total less the lowest free memory seen "
              "(CUDA context and paged optimiser included).", "",
              "| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in r) + " |" for r in rows]
     skipped = [r["step"] for r in records if r["status"] != "ok"]
     if skipped:
         lines += ["", f"Not measured: {', '.join(skipped)} (status column)."]
