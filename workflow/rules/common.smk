@@ -116,7 +116,7 @@ GGUF_DOWNLOADS = sorted(set(DOWNLOADS.gguf) | set(LOCK.gguf))
 # The card (config gpu): each served model's and training job's memory estimate must fit it
 # (metrobench/footprint/fit.py), or the plan stops here, before the first job, naming the
 # model (gpu.enforce: false starts it anyway). CPU studies configure no card: no check.
-_UNFIT = check_study(STUDY, ", ".join(workflow.configfiles))
+_UNFIT = check_study(STUDY, ", ".join(str(path) for path in workflow.configfiles))
 if _UNFIT:
     sys.exit(f"metrobench: error: {_UNFIT}")
 BASE_DOWNLOADS = DOWNLOADS.bases
