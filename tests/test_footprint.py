@@ -190,6 +190,7 @@ def test_the_plan_shows_memory_and_fit_per_row():
 
 
 def test_the_workflow_refuses_a_config_that_does_not_fit_before_the_first_job(tmp_path, capsys):
+    (tmp_path / "wf").mkdir()
     workflow = workflow_copy(tmp_path / "wf")
     old = paper_as_it_was(tmp_path)
     (workflow / "old.yaml").write_text(old.read_text())
