@@ -197,3 +197,11 @@ def test_the_workflow_refuses_a_config_that_does_not_fit_before_the_first_job(tm
     assert main(["plan", "results/table4.csv", "--configfile", "old.yaml", "--directory", str(workflow)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "serving qwen3.5-27b needs about 32.2 GiB" in err[0] and "32 GiB (RTX 5090)" in err[0]
+    # --force shows it: Snakemake is told gpu.enforce: false, and the rows say NO
+    assert main(["plan", "results/table4.csv", "--configfile", "old.yaml", "--directory", str(workflow),
+                 "--force"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    teacher = next(line for line in out if line.split()[:3] == ["teacher", "runs", "qwen3.5-27b"])
+    assert teacher.split()[-2:] == ["32.2", "NO"]
+    disk = next(line for line in out if line.startswith("disk: "))
+    assert "served GGUFs 76, bases 84, student GGUFs 52, merged + f16 108" in disk
