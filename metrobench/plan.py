@@ -59,6 +59,8 @@ from metrobench.study import Rate, StudyConfig, load_study
 
 if TYPE_CHECKING:
     from metrobench.data import Benchmark
+    from metrobench.footprint.disk import DiskPlan
+    from metrobench.hub.lock import LockFile
 
 DEFAULT_CONFIG = "config/config.yaml"
 TEACHER = "teacher"
@@ -365,7 +367,8 @@ class GpuNeeds:
 
     def __init__(self, study: StudyConfig, root: Path) -> None:
         self.study, self.root = study, root
-        self._lock: object = None
+        self._lock: LockFile | None = None
+        self._lock_read = False
         self._cache: dict[tuple[str, str], GpuNeed | None] = {}
 
     def of(self, job: Job, words: list[str], flags: argparse.Namespace | None) -> GpuNeed | None:
@@ -378,8 +381,8 @@ class GpuNeeds:
             return None
         if key not in self._cache:
             with contextlib.chdir(self.root):   # the config's paths (GGUFs, lock) are the workflow's
-                if self._lock is None:
-                    self._lock = study_lock(self.study)
+                if not self._lock_read:
+                    self._lock, self._lock_read = study_lock(self.study), True
                 self._cache[key] = serving_need(self.study, key[1], self._lock) if key[0] == "serving" \
                     else training_need(self.study, key[1])
         return self._cache[key]
@@ -492,7 +495,7 @@ class Plan:
     """A plan's table and the disk its jobs fetch and write."""
 
     rows: list[Row]
-    disk: object          # metrobench.footprint.disk.DiskPlan
+    disk: DiskPlan
     study: StudyConfig
 
 

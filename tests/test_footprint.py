@@ -108,6 +108,39 @@ def test_a_present_gguf_is_read_from_its_header():
     assert est.parts["kv"] * GIB == 30 * 3 * (64 + 64) * 2 * 8192
 
 
+def test_a_hybrids_header_gives_its_attention_blocks_and_recurrent_state(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    import numpy as np
+
+    path = tmp_path / "Qwen3.5-27B-Q4_K_M.gguf"      # the name of a table entry: the header still wins
+    writer = gguf.GGUFWriter(str(path), "qwen35")
+    writer.add_block_count(8)
+    writer.add_embedding_length(64)
+    writer.add_head_count(4)
+    writer.add_head_count_kv(2)
+    writer.add_key_length(32)
+    writer.add_value_length(32)
+    writer.add_uint32("qwen35.ssm.conv_kernel", 4)
+    writer.add_uint32("qwen35.ssm.inner_size", 96)
+    writer.add_uint32("qwen35.ssm.state_size", 16)
+    writer.add_uint32("qwen35.ssm.group_count", 2)
+    writer.add_uint32("qwen35.vocab_size", 300)
+    writer.add_tensor("token_embd.weight", np.zeros((300, 64), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    arch = arch_of(path)
+    # no full_attention_interval in the header: llama.cpp's default 4, blocks 4 and 8 attend
+    assert (arch.name, arch.layers, arch.kv_layers, arch.recurrent_layers) == ("qwen35", 8, 2, 6)
+    assert (arch.kv_heads, arch.key_length, arch.vocab, arch.hidden) == (2, 32, 300, 64)
+    assert arch.conv_channels == 96 + 2 * 2 * 16 and arch.state_floats == 16 * 96
+    assert arch.host_bytes == 300 * 64 * 4 and arch.source == str(path)
+    est = serving_estimate(arch, path.stat().st_size, 1024, parallel=2)
+    assert est.parts["kv"] * GIB == 2 * 2 * (32 + 32) * 2 * 1024
+    assert est.parts["recurrent"] * GIB == 6 * 2 * (3 * 160 + 16 * 96) * 4
+
+
 def test_the_training_estimate_is_the_benchmark_scripts():
     parts = estimate(ASSUMED["27b"], 2048, 2)
     assert recipe_estimate(str(REPO / "peft/recipes/27b.yaml")) == parts

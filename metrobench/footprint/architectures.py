@@ -27,6 +27,9 @@ from pathlib import Path
 BITS_PER_WEIGHT = {"F32": 32.0, "F16": 16.0, "BF16": 16.0, "Q8_0": 8.5, "Q6_K": 6.56, "Q5_K_M": 5.69,
                    "Q5_K_S": 5.54, "Q4_K_M": 4.89, "Q4_K_S": 4.58, "Q4_0": 4.55, "Q3_K_M": 3.91,
                    "IQ4_XS": 4.25}
+#: llama.cpp's hybrid architectures whose GGUF may leave the interval out (it then takes 4).
+HYBRIDS = ("qwen35", "qwen35moe", "qwen3next")
+HYBRID_INTERVAL = 4
 QUANT = re.compile(r"(?i)(?:^|[-_.])(BF16|F16|F32|Q8_0|Q6_K|Q5_K_[MS]|Q4_K_[MS]|Q4_0|Q3_K_M|IQ4_XS)\.gguf$")
 
 
@@ -145,11 +148,15 @@ def header_arch(path: Path) -> Arch | None:
     fallback = table_arch(path.name)
     kv_counts = key("attention.head_count_kv")
     per_layer = list(kv_counts) if isinstance(kv_counts, (list, tuple)) else None
-    interval = key("full_attention_interval")
-    if per_layer is not None:
+    recurrent = key("attention.recurrent_layers")
+    interval = key("full_attention_interval") or (HYBRID_INTERVAL if arch in HYBRIDS else None)
+    predict = int(key("nextn_predict_layers") or 0)   # MTP blocks: attention, never recurrent
+    if isinstance(recurrent, (list, tuple)):
+        kv_layers = layers - sum(1 for flag in recurrent if flag)
+    elif per_layer is not None:
         kv_layers = sum(1 for n in per_layer if int(n) > 0)
-    elif interval:
-        kv_layers = layers // int(interval)
+    elif interval:   # as llama.cpp marks them (src/models/qwen35.cpp): block i is attention when (i+1) % interval == 0
+        kv_layers = sum(1 for i in range(layers - predict) if (i + 1) % int(interval) == 0) + predict
     elif key("ssm.state_size") is not None:  # a pure recurrent model
         kv_layers = 0
     else:
