@@ -304,6 +304,63 @@ def check_disk(results: Path, needs: StudyNeeds | None = None, free_disk=free_di
     return Check("ok" if free >= need else "warn", "disk", detail)
 
 
+def _device_gib() -> tuple[str, float] | None:
+    """(name, GiB) of the CUDA device torch sees, else None (no torch, or no CUDA)."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_name(0), torch.cuda.mem_get_info()[1] / 2**30
+
+
+def check_gpu_fit(study: StudyConfig | None, device=_device_gib) -> list[Check]:
+    """Every GPU job's memory estimate against the configured card (``gpu``), and that card against
+    the device torch sees: a card smaller than configured is a failure, no device a note."""
+    from metrobench.footprint.fit import refusal, study_lock, study_needs
+
+    if study is None or study.gpu is None:
+        return []
+    gpu, needs = study.gpu, study_needs(study, study_lock(study))
+    card = f"{gpu.name}, {gpu.memory_gib:g} GiB"
+    problem = refusal(study, needs, "gpu memory")
+    top = max(needs, key=lambda need: need.gib, default=None)
+    checks = [Check("FAIL" if problem and gpu.enforce else "warn" if problem else "ok", "gpu memory",
+                    problem.removeprefix("gpu memory: ") if problem else
+                    f"{len(needs)} GPU jobs fit the {card} with {gpu.headroom_gib:g} GiB free" +
+                    (f" (largest: {top.job} {top.name}, {top.shown()} GiB)" if top else ""))]
+    seen = device()
+    if seen is None:
+        checks.append(Check("ok", "gpu card", f"no CUDA device here: the estimates are held against the "
+                                              f"configured {card}"))
+    else:
+        name, total = seen
+        short = total < gpu.memory_gib * 0.97   # a card reports a little less than its label
+        checks.append(Check("FAIL" if short else "ok", "gpu card",
+                            f"{name}: {total:.1f} GiB, the config says {card}" +
+                            ("; set gpu.memory_gib to this card's" if short else "")))
+    return checks
+
+
+def check_plan_disk(study: StudyConfig | None, results: Path, free_disk=free_disk_gb) -> Check:
+    """Free disk against every file the configured study fetches and writes, served GGUFs included
+    (:func:`metrobench.footprint.disk.study_disk`)."""
+    from metrobench.footprint.disk import study_disk
+    from metrobench.footprint.fit import study_lock
+
+    if study is None:
+        return check_disk(results, None, free_disk)
+    plan = study_disk(study, study_lock(study))
+    free = free_disk(results)
+    detail = f"{free:.0f} GB free under {results}; the plan needs {plan.describe()}"
+    if free < plan.needed:
+        detail += f": {plan.needed - free:.0f} GB short" + ("" if study.peft_temporary else
+                                                            " (peft_temporary: true deletes merged folders "
+                                                            "and f16 GGUFs once quantised)")
+    return Check("ok" if free >= plan.needed else "warn", "disk", detail)
+
+
 def check_keys(needs: StudyNeeds) -> list[Check]:
     checks = []
     for env, who in sorted(needs.key_envs.items()):
@@ -380,7 +437,8 @@ def run_checks(paths: list[str], *, data: str | None, results: Path) -> list[Che
     needs = study_needs(study) if study is not None else StudyNeeds()
     base = Path.cwd()
     return [loaded, *check_python(), *check_llama_cpp(needs), check_llama_server(needs), *check_torch(needs),
-            check_memory(needs), check_disk(results, needs), *check_keys(needs), *check_lock(study),
+            check_memory(needs), check_plan_disk(study, results), *check_keys(needs), *check_lock(study),
+            *check_gpu_fit(study),
             *check_models(needs, base, study),
             check_data(data, needs, base)]
 

@@ -23,6 +23,13 @@ tokens, a scored case with a judge on the judge's tokens, a training job its
 size's ``train_minutes``. The rule agent, scoring and the paper layer cost
 neither. A cost with no matching entry is unknown (``?``), never guessed.
 
+Each row also shows its jobs' peak GPU memory (the largest of its jobs: a local run's
+llama-server, a training job's QLoRA; :mod:`metrobench.footprint`) and whether it fits the
+configured card (``gpu``); a plan with a job that does not fit is refused in one line
+naming the row, its estimate and the card, before anything starts (``force``: shown
+anyway, and Snakemake's dry run told ``gpu.enforce: false``). Below the table, the disk
+the planned jobs fetch and write at their peak (:func:`metrobench.footprint.disk.jobs_disk`).
+
 After a run, a job's Snakemake benchmark file (``benchmark:``, column ``s``)
 gives its wall time: a planned job that has one is counted under ``ran``, with
 the estimate of those jobs beside their measured hours. Plan with ``--all``
@@ -32,6 +39,7 @@ the estimate of those jobs beside their measured hours. Plan with ``--all``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import fnmatch
 import re
@@ -46,10 +54,13 @@ from typing import TYPE_CHECKING
 from metrobench import layout
 from metrobench.agents.rule_agent import MODEL_NAME as RULE_AGENT
 from metrobench.errors import MetrobenchError
+from metrobench.footprint.fit import GpuNeed, fits, refusal, serving_need, study_lock, training_need
 from metrobench.study import Rate, StudyConfig, load_study
 
 if TYPE_CHECKING:
     from metrobench.data import Benchmark
+    from metrobench.footprint.disk import DiskPlan
+    from metrobench.hub.lock import LockFile
 
 DEFAULT_CONFIG = "config/config.yaml"
 TEACHER = "teacher"
@@ -101,6 +112,8 @@ class Row:
     ran: int = 0
     ran_est_s: float | None = 0.0
     ran_actual_s: float = 0.0
+    gpu: GpuNeed | None = None      # the largest GPU estimate of its jobs (None: no GPU job)
+    fits: bool | None = None        # against the configured card (None: no card, or no GPU job)
 
 
 # --- the dry run -------------------------------------------------------------------------------
@@ -349,6 +362,32 @@ def job_cost(study: StudyConfig, job: Job, words: list[str], flags: argparse.Nam
     return Cost()
 
 
+class GpuNeeds:
+    """Each job's GPU estimate (a local run's server, a training job), computed once per model or size."""
+
+    def __init__(self, study: StudyConfig, root: Path) -> None:
+        self.study, self.root = study, root
+        self._lock: LockFile | None = None
+        self._lock_read = False
+        self._cache: dict[tuple[str, str], GpuNeed | None] = {}
+
+    def of(self, job: Job, words: list[str], flags: argparse.Namespace | None) -> GpuNeed | None:
+        command = words[0] if words else ""
+        if command == "bench" and flags is not None:
+            key = ("serving", flags.model or job.wildcards.get("model", ""))
+        elif command == "train" and "size" in job.wildcards:
+            key = ("training", job.wildcards["size"])
+        else:
+            return None
+        if key not in self._cache:
+            with contextlib.chdir(self.root):   # the config's paths (GGUFs, lock) are the workflow's
+                if not self._lock_read:
+                    self._lock, self._lock_read = study_lock(self.study), True
+                self._cache[key] = serving_need(self.study, key[1], self._lock) if key[0] == "serving" \
+                    else training_need(self.study, key[1])
+        return self._cache[key]
+
+
 # --- the table ---------------------------------------------------------------------------------
 
 def _add(a: float | None, b: float | None) -> float | None:
@@ -370,6 +409,7 @@ def benchmark_seconds(path: Path) -> float | None:
 def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path(".")) -> list[Row]:
     """One row per (stage, model), in the order the stages and models first appear."""
     counter = Cases(study, root)
+    gpu = GpuNeeds(study, root)
     rows: dict[tuple[str, str], Row] = {}
     planned = [(job, _command(job.shell)) for job in jobs]
     planned.sort(key=lambda item: not (item[1] and item[1][0] in RUN_COMMANDS))  # runs first: scores read their views
@@ -382,6 +422,9 @@ def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path(".")) ->
         row = rows.setdefault((stage, model_of(job, words, flags)), Row(stage, model_of(job, words, flags)))
         row.jobs += 1
         row.cases += cases
+        need = gpu.of(job, words, flags)
+        if need is not None and (row.gpu is None or need.gib > row.gpu.gib):
+            row.gpu, row.fits = need, fits(study, need)
         row.gpu_s, row.api_in, row.api_out = (_add(row.gpu_s, cost.gpu_s), _add(row.api_in, cost.api_in),
                                               _add(row.api_out, cost.api_out))
         actual = benchmark_seconds(root / job.benchmark) if job.benchmark else None
@@ -419,15 +462,22 @@ def _tokens(count: float | None) -> str:
     return "?" if count is None else f"{count:,.0f}"
 
 
+def _fit(row: Row) -> str:
+    return "-" if row.fits is None else "yes" if row.fits else "NO"
+
+
 def render(rows: Sequence[Row]) -> str:
-    """The table as aligned text; the ran / est. h / actual h columns when any planned job has run."""
+    """The table as aligned text; the ran / est. h / actual h columns when any planned job has run.
+
+    ``GPU GiB``: the row's largest GPU estimate (``~``: on inferred widths; ``-``: no GPU job);
+    ``fits``: against the configured card (``-``: no card configured, or no GPU job)."""
     ran = any(row.ran for row in rows)
-    header = ["stage", "model", "jobs", "case runs", "GPU-h", "API in", "API out"]
+    header = ["stage", "model", "jobs", "case runs", "GPU-h", "API in", "API out", "GPU GiB", "fits"]
     header += ["ran", "est. GPU-h", "actual h"] if ran else []
     lines = [header]
     for row in [*rows, total(rows)]:
         cells = [row.stage, row.model, str(row.jobs), f"{row.cases:,}", _hours(row.gpu_s),
-                 _tokens(row.api_in), _tokens(row.api_out)]
+                 _tokens(row.api_in), _tokens(row.api_out), row.gpu.shown() if row.gpu else "-", _fit(row)]
         if ran:
             cells += [str(row.ran), _hours(row.ran_est_s) if row.ran else "",
                       _hours(row.ran_actual_s) if row.ran else ""]
@@ -440,12 +490,41 @@ def render(rows: Sequence[Row]) -> str:
     return "\n".join(line.rstrip() for line in text)
 
 
-def plan(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG,), overrides: Sequence[str] = (),
-         forceall: bool = False, cwd: Path | None = None) -> list[Row]:
-    """The cost table of the targets' plan on these config files (``--config`` overrides applied)."""
+@dataclass
+class Plan:
+    """A plan's table and the disk its jobs fetch and write."""
+
+    rows: list[Row]
+    disk: DiskPlan
+    study: StudyConfig
+
+
+def plan_of(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG,), overrides: Sequence[str] = (),
+            forceall: bool = False, cwd: Path | None = None, force: bool = False) -> Plan:
+    """The targets' plan on these config files (``--config`` overrides applied): its table and its disk.
+
+    A job that does not fit the configured card is one error line unless ``force``
+    (then Snakemake's dry run is also told ``gpu.enforce: false``, so it plans it too)."""
+    from metrobench.footprint.disk import jobs_disk
+
     root = cwd or Path(".")
     study = load_study([str(root / path) for path in configfiles], _override_mapping(overrides))
-    return tabulate(study, parse_jobs(dry_run(targets, configfiles, overrides, forceall, cwd)), root)
+    if force and study.gpu is not None:
+        overrides = [*overrides, "gpu={enforce: false}"]
+    jobs = parse_jobs(dry_run(targets, configfiles, overrides, forceall, cwd))
+    rows = tabulate(study, jobs, root)
+    problem = refusal(study, [row.gpu for row in rows if row.gpu is not None], f"plan of {' '.join(targets)}")
+    if problem and not force and study.gpu is not None and study.gpu.enforce:
+        raise MetrobenchError(problem)
+    with contextlib.chdir(root):
+        disk = jobs_disk(study, study_lock(study), jobs)
+    return Plan(rows, disk, study)
+
+
+def plan(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG,), overrides: Sequence[str] = (),
+         forceall: bool = False, cwd: Path | None = None, force: bool = False) -> list[Row]:
+    """The cost table of the targets' plan on these config files (``--config`` overrides applied)."""
+    return plan_of(targets, configfiles, overrides, forceall, cwd, force).rows
 
 
 def _override_mapping(overrides: Sequence[str]) -> dict[str, object]:

@@ -269,6 +269,17 @@ class Price(Section):
     source: str = Field("", description="where they were read (the price page's URL)")
 
 
+class Gpu(Section):
+    """The card every GPU job runs on (metrobench/footprint/fit.py): what a job's estimate is held against."""
+
+    name: str = Field(min_length=1, description="the card, as a reader knows it (RTX 5090)")
+    memory_gib: float = Field(gt=0, description="its memory in GiB (2^30 bytes): 32 for an RTX 5090")
+    headroom_gib: float = Field(1.0, ge=0, description="GiB kept free beside a job's estimate (the estimate "
+                                                       "is not a measurement)")
+    enforce: bool = Field(True, description="a job whose estimate does not fit stops the plan and the "
+                                            "workflow before the first job; false: start it anyway")
+
+
 class StudyConfig(Section):
     """One study: data, models, teachers, students, scoring, statistics and what to report."""
 
@@ -297,6 +308,10 @@ class StudyConfig(Section):
     cuda_training: bool = Field(False, description="train in the CUDA env (workflow/envs/train-cuda.yaml)")
     train_threads: int | None = Field(None, ge=1, description="cores a training job holds (empty: all; a GPU "
                                                               "trainer needs a few, the rest run CPU stages)")
+    gpu: Gpu | None = Field(None, description="the card GPU jobs run on (name, memory_gib); each served model's "
+                                              "and training job's memory estimate is checked against it before "
+                                              "the first job (`metrobench plan`, `doctor`, the workflow); "
+                                              "empty: no check (the CPU studies)")
     termination: Termination = Field(Termination(), description="Table 2's ranking rule")
     leaderboard: list[LeaderboardRow] = Field([], description="Table 2's rows")
     sensitivity: list[SensitivityCell] = Field([], description="Table 3's cells")
@@ -424,6 +439,43 @@ def _check_repeats(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
                             "model: rename one of them", field=".".join(where))
 
 
+#: llama.cpp pads each slot's share of n_ctx to this many tokens (src/llama-context.cpp): a
+#: share that is not a multiple would be silently resized, so the served context would differ
+#: from the configured one (and from the run's fingerprint).
+CTX_MULTIPLE = 256
+
+
+def context_problem(n_ctx: int, parallel: int) -> str | None:
+    """Why llama-server would not serve exactly ``n_ctx`` tokens over ``parallel`` slots, else None."""
+    slots = max(1, parallel)
+    if n_ctx <= 0:
+        return f"n_ctx {n_ctx}: must be positive"
+    if n_ctx % (CTX_MULTIPLE * slots):
+        return (f"n_ctx {n_ctx}: llama-server serves a multiple of {CTX_MULTIPLE} tokens a slot, so it must be a "
+                f"multiple of {CTX_MULTIPLE * slots} with {slots} slot(s) (parallel); "
+                f"{max(1, n_ctx // (CTX_MULTIPLE * slots)) * CTX_MULTIPLE * slots} would do")
+    return None
+
+
+def _check_contexts(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
+    """Every llama-server row's n_ctx is one the server serves as configured (:func:`context_problem`)."""
+    from metrobench.agents.runner.config import study_model_config
+
+    entries = [(("models", name), name, entry) for name, entry in study.models.items()
+               if isinstance(entry, dict) or Path(entry).is_file()]
+    if study.student_serving is not None:
+        entries.append((("student_serving",), "student", study.student_serving))
+    for loc, name, entry in entries:
+        serving = study_model_config(name, entry).serving
+        if serving is None or serving.server != "llama-server":
+            continue
+        problem = context_problem(serving.n_ctx, serving.parallel)
+        if problem:
+            where = (*loc, "serving", "n_ctx")
+            source = _source(sources, where) if isinstance(entry, dict) else str(entry)
+            raise DataError(source, problem, field=".".join(where))
+
+
 def _check_targets(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
     """Report targets are named inside the results folder: ``table2.csv``, not ``results/table2.csv``."""
     root = study.results.rstrip("/") + "/"
@@ -446,6 +498,7 @@ def validate_study(raw: Any, sources: list[tuple[str, Any]] | None = None) -> St
     _check_models(study, sources)
     _check_repeats(study, sources)
     _check_targets(study, sources)
+    _check_contexts(study, sources)
     return study
 
 

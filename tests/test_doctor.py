@@ -187,6 +187,8 @@ def test_disk_and_memory_are_checked_against_the_paper_plan(monkeypatch, tmp_pat
     monkeypatch.chdir(REPO)
     needs = doctor.study_needs(load_study(["config/config.yaml"]))
     assert needs.student_billions == {"2b": 2.0, "4b": 4.0, "9b": 9.0, "27b": 27.0}
+    assert needs.peft_temporary                 # the paper config's choice; first as it would be without it
+    needs.peft_temporary = False
     ram, disk = doctor.plan_needs(needs)
     # the merge streams one shard at a time: the largest student needs a shard and its adapter
     assert ram == pytest.approx(5.0 + 0.012 * 27)

@@ -1,7 +1,8 @@
 """``metrobench plan TARGET...``: jobs, case runs, GPU-hours and API tokens of a Snakemake plan.
 
 Contract: run in the workflow's folder; prints one table (stage, model, jobs, case
-runs, GPU-hours, API input and output tokens, totals) for the dry run of the
+runs, GPU-hours, API input and output tokens, each row's peak GPU memory and whether
+it fits the configured card, totals) and the disk the plan needs, for the dry run of the
 targets on the config files (``--configfile``, default ``config/config.yaml``,
 ``--config KEY=VALUE`` passed through as Snakemake reads them). The logic and the
 sources of its numbers are :mod:`metrobench.plan`'s.
@@ -31,15 +32,28 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--all", action="store_true", help="every job the targets need, finished ones too "
                    "(snakemake --forceall): with results/benchmarks/, estimate beside actual")
     p.add_argument("--directory", type=Path, default=None, help="the workflow's folder (default: here)")
+    p.add_argument("--force", action="store_true", help="show a plan whose jobs do not fit the configured "
+                   "card (gpu) instead of refusing it")
     p.set_defaults(func=cmd_plan)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from metrobench.plan import DEFAULT_CONFIG, plan, render
+    from metrobench.footprint.disk import free_gb
+    from metrobench.plan import DEFAULT_CONFIG, plan_of, render
 
-    rows = plan(args.targets, args.configfile or [DEFAULT_CONFIG], args.config, forceall=args.all,
-                cwd=args.directory)
+    planned = plan_of(args.targets, args.configfile or [DEFAULT_CONFIG], args.config, forceall=args.all,
+                      cwd=args.directory, force=args.force)
+    rows = planned.rows
     print(render(rows))
+    gpu = planned.study.gpu
+    print(f"GPU GiB: peak estimate of a row's jobs (metrobench/footprint/; ~: inferred widths); fits: "
+          + (f"{gpu.name}, {gpu.memory_gib:g} GiB with {gpu.headroom_gib:g} GiB kept free" if gpu
+             else "no card configured (gpu), not checked"))
+    results = (args.directory or Path(".")) / planned.study.results
+    free = free_gb(results)
+    disk = planned.disk
+    print(f"disk: the plan fetches and writes {disk.describe()}; {free:.0f} GB free under "
+          f"{planned.study.results}" + ("" if free >= disk.needed else f": {disk.needed - free:.0f} GB short"))
     print("case runs: model runs only (a score row's are cases scored); prices: the config's throughput "
           "section (docs/paper-study.md, What a plan costs)" + ("; ?: no entry prices it" if _unknown(rows) else ""))
     return 0

@@ -10,6 +10,7 @@ import yaml
 
 from metrobench import layout
 from metrobench.errors import MetrobenchError
+from metrobench.footprint.fit import check_study
 from metrobench.hub.lock import lock_problems, read_lock
 from metrobench.study import RULE_AGENT, read_sources, validate_study
 from metrobench.training.chat_template import chat_template
@@ -111,6 +112,13 @@ except MetrobenchError as exc:
 for _problem in lock_problems(DOWNLOADS, LOCK, DOWNLOADS.lock)[:1]:
     sys.exit(f"metrobench: error: {_problem}")
 GGUF_DOWNLOADS = sorted(set(DOWNLOADS.gguf) | set(LOCK.gguf))
+
+# The card (config gpu): each served model's and training job's memory estimate must fit it
+# (metrobench/footprint/fit.py), or the plan stops here, before the first job, naming the
+# model (gpu.enforce: false starts it anyway). CPU studies configure no card: no check.
+_UNFIT = check_study(STUDY, ", ".join(str(path) for path in workflow.configfiles))
+if _UNFIT:
+    sys.exit(f"metrobench: error: {_UNFIT}")
 BASE_DOWNLOADS = DOWNLOADS.bases
 
 

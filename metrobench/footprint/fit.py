@@ -1,0 +1,111 @@
+"""The configured card against the estimates: which served models and training jobs fit.
+
+Contract: the study config's ``gpu`` (:class:`~metrobench.study.Gpu`: the card's name and
+memory in GiB, the GiB kept free) is the card every local job runs on; unset (the CPU
+studies) means no fit check. A job fits when its estimate plus ``headroom_gib`` is at most
+``memory_gib``. :func:`study_needs` lists every GPU job a study can start (each served
+model: configured llama.cpp rows and trained students; each student size's training) with
+its estimate; :func:`refusal` words the first that does not fit as the one error line
+``metrobench plan``, ``metrobench doctor`` and the workflow's start give (the workflow
+checks every served model of the config, the plan only the jobs it plans).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from metrobench.footprint import GB, GIB
+
+if TYPE_CHECKING:
+    from metrobench.hub.lock import LockFile
+    from metrobench.study import StudyConfig
+
+
+@dataclass
+class GpuNeed:
+    """One GPU job's estimate (GiB) and what it is."""
+
+    job: str                 # "serving" or "training"
+    name: str                # the model, or the student size
+    gib: float
+    provisional: bool = False
+    detail: str = ""         # the parts, for the error line
+
+    def shown(self) -> str:
+        """The estimate as a plan cell: ``32.3``, ``~29.0`` when it rests on provisional widths."""
+        return ("~" if self.provisional else "") + f"{self.gib:.1f}"
+
+
+def serving_need(study: StudyConfig, model: str, lock: LockFile | None) -> GpuNeed | None:
+    from metrobench.footprint.serving import model_serving
+
+    est = model_serving(study, model, lock)
+    if est is None:
+        return None
+    detail = ", ".join(f"{name} {value:.1f}" for name, value in est.parts.items() if value >= 0.05)
+    detail += f" GiB at n_ctx {est.n_ctx:,}"
+    return GpuNeed("serving", model, est.total, est.provisional, detail)
+
+
+def training_need(study: StudyConfig, size: str) -> GpuNeed | None:
+    """A student size's training estimate on the GPU (None when the study trains on the CPU)."""
+    from metrobench.footprint.training import recipe_estimate
+
+    if not study.cuda_training or size not in study.students:
+        return None
+    student = study.students[size]
+    parts = recipe_estimate(student.recipe, student.max_length)
+    if parts is None:
+        return None
+    gib = parts["total"] * GB / GIB
+    return GpuNeed("training", size, gib, detail=f"QLoRA {student.recipe}: {parts['total']:.1f} GB")
+
+
+def fits(study: StudyConfig, need: GpuNeed) -> bool | None:
+    """Whether a job fits the configured card (None: no card configured)."""
+    if study.gpu is None:
+        return None
+    return need.gib + study.gpu.headroom_gib <= study.gpu.memory_gib
+
+
+def refusal(study: StudyConfig, needs: list[GpuNeed], where: str) -> str | None:
+    """The one line for the first job that does not fit the card (and how many more), else None."""
+    over = [need for need in needs if fits(study, need) is False]
+    if not over or study.gpu is None:
+        return None
+    first, gpu = over[0], study.gpu
+    more = f" (and {len(over) - 1} more: {', '.join(n.name for n in over[1:4])}{' ...' if len(over) > 4 else ''})" \
+        if len(over) > 1 else ""
+    fix = "lower its serving.n_ctx or use a smaller KV cache type (-ctk/-ctv)" if first.job == "serving" \
+        else "shorten its recipe's max_length or batch"
+    return (f"{where}: {first.job} {first.name} needs about {first.gib:.1f} GiB of GPU memory ({first.detail}), "
+            f"more than the card's {gpu.memory_gib:g} GiB ({gpu.name}) less the {gpu.headroom_gib:g} GiB kept "
+            f"free{more}: {fix}, or set gpu.enforce: false to start it anyway")
+
+
+def study_needs(study: StudyConfig, lock: LockFile | None = None) -> list[GpuNeed]:
+    """Every GPU job the study can start: each served model (configured and students), each training size."""
+    from metrobench import layout
+
+    needs = [serving_need(study, model, lock) for model in [*study.models, *layout.student_models(study.seeds())]]
+    needs += [training_need(study, size) for size in study.students]
+    return [need for need in needs if need is not None]
+
+
+def study_lock(study: StudyConfig) -> LockFile | None:
+    """The models lock the study names (None when it does not read: the lock check says why)."""
+    from metrobench.errors import MetrobenchError
+    from metrobench.hub.lock import read_lock
+
+    try:
+        return read_lock(study.downloads.lock)
+    except MetrobenchError:
+        return None
+
+
+def check_study(study: StudyConfig, where: str) -> str | None:
+    """The workflow's start: the refusal line for the config's served models and training, if any."""
+    if study.gpu is None or not study.gpu.enforce:
+        return None
+    return refusal(study, study_needs(study, study_lock(study)), where)
