@@ -123,6 +123,7 @@ def test_the_rehearsal_writes_every_paper_target(tmp_path, root, capsys):
     for target in [*load_study([PAPER]).report.targets, "report.html"]:
         assert (tmp_path / "rehearsal" / "results" / target).exists(), target
     assert "time per stage" in out.out and "peft train" in out.out and "anthropic messages (judge)" in out.out
+    assert "b8642 is the vendored tree" in out.out and "b8642 (the vendored tree, build" in out.out
     assert not (REPO / "results-rehearsal").exists() or os.environ.get("CI_KEEP")
 
 
