@@ -126,7 +126,8 @@ def test_no_checkout_clones_the_tag_shallowly_once(upstream, tmp_path):
     _, bare, tagged = upstream
     tree = Path(source_tree("b2", None, tmp_path / "work", repo_url=f"file://{bare}"))
     assert tree == tmp_path / "work" / "src" / "b2"
-    assert git("rev-parse", "HEAD", cwd=tree) == tagged and git("rev-parse", "--is-shallow-repository", cwd=tree) == "true"
+    assert git("rev-parse", "HEAD", cwd=tree) == tagged
+    assert git("rev-parse", "--is-shallow-repository", cwd=tree) == "true"
     marker = tree / "kept"
     marker.write_text("")
     assert Path(source_tree("b2", None, tmp_path / "work", repo_url=f"file://{bare}")) == tree and marker.exists()
@@ -161,7 +162,8 @@ if [[ "$1" == -S ]]; then
   build=$4; mkdir -p "$build"; shift 4; printf '%s\n' "$@" > "$build/args"; echo configure >> "$LOG"; exit 0
 fi
 build=$2; echo build >> "$LOG"
-number=$(sed -n 's/^-DLLAMA_BUILD_NUMBER=//p' "$build/args"); commit=$(sed -n 's/^-DLLAMA_BUILD_COMMIT=//p' "$build/args")
+number=$(sed -n 's/^-DLLAMA_BUILD_NUMBER=//p' "$build/args")
+commit=$(sed -n 's/^-DLLAMA_BUILD_COMMIT=//p' "$build/args")
 cuda=$(grep -c '^-DGGML_CUDA=ON$' "$build/args" || true)
 mkdir -p "$build/bin"; : > "$build/bin/libggml-base.so"; [[ $cuda == 1 ]] && : > "$build/bin/libggml-cuda.so"
 cat > "$build/bin/llama-server" <<EOF
@@ -294,7 +296,8 @@ def test_doctor_checks_each_named_build_version_and_gpu(tmp_path, monkeypatch):
     assert version[0] == "FAIL" and "reports commit ffff0000, its install record a1b2c3d40000" in version[2]
 
     fake_server(builds / "b8642", "version: 0.5.0-dev (build 291, commit 0c1e570)",
-                record={"name": "b8642", "tag": None, "source": "vendored", "commit": None, "llama_cpp_python": "0.3.36"})
+                record={"name": "b8642", "tag": None, "source": "vendored", "commit": None,
+                        "llama_cpp_python": "0.3.36"})
     version = lines(check_named_builds(study))[0]
     assert version[0] == "warn" and version[2].startswith(
         "b8642 is the vendored tree (llama-cpp-python 0.3.36, version 0.5.0-dev (build 291, commit 0c1e570)), "
