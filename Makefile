@@ -23,7 +23,7 @@ BYTECODE = $(BIN)/python -m compileall -q metrobench
 
 SYSTEMS := marta doha bart taipei cta beijing
 
-.PHONY: install install-core baseline run demo mini-study rehearsal test doctor bench clean
+.PHONY: install install-core builds baseline run demo mini-study rehearsal test doctor bench clean
 
 # Core: the harness, scoring, statistics and tables (no model, no compiler).
 $(VENV)/.core: pyproject.toml constraints/ci.txt
@@ -43,6 +43,18 @@ $(VENV)/.full: $(VENV)/.core scripts/install-llama-cpp.sh
 
 install-core: $(VENV)/.core
 install: $(VENV)/.full
+
+# The llama.cpp builds a study config serves its rows on (serving.build: the paper config's
+# b8642 and b10398), each built from its tag with LLAMA_CMAKE_ARGS into the folder serving.build
+# looks in (metrobench/agents/llama_builds.py). The source: LLAMA_CPP_SOURCE=PATH, a llama.cpp
+# git checkout holding the tags, else a shallow clone of the tag from github.com/ggml-org/llama.cpp
+# (LLAMA_CPP_REPO); LLAMA_CPP_SOURCE=vendored installs the vendored tree under each name instead.
+# Another config: make builds CONFIG="config/config.yaml my.yaml"; FORCE=1 builds installed ones
+# again. On an RTX 5090:
+#   make builds LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=120"
+builds: $(VENV)/.full
+	LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m metrobench.agents.llama_builds --venv $(VENV) \
+	  $(foreach c,$(or $(CONFIG),config/config.yaml),--config $(c)) $(if $(FORCE),--force)
 
 .data/metrollm-bench: | $(VENV)/.core
 	$(BIN)/metrobench fetch-data --dest $@

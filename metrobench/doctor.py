@@ -10,6 +10,10 @@ check fails, i.e. when the configured study cannot run here. The checks:
   subprocess, because on a host that advertises those instructions without the
   OS granting them the first such kernel kills the process (SIGILL);
 * the ``llama-server`` executable and its version;
+* each named llama.cpp build the config serves rows on (``serving.build``,
+  :func:`check_named_builds`): installed (``make builds``), its ``--version`` the
+  one its name says (``bNNNN`` reports build NNNN), and where its rows put layers
+  on the GPU a GPU backend that lists a device (``--list-devices``);
 * torch, the CUDA device and its free memory, the bitsandbytes backend;
 * free RAM and free disk against what the configured plan needs (:func:`plan_needs`:
   the streaming merge's peak, and the students' bases, merged folders and GGUFs);
@@ -225,6 +229,92 @@ def check_llama_server(needs: StudyNeeds) -> Check:
     return Check("ok", "llama-server", f"{binary} ({version})")
 
 
+def _rows(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def build_version_check(name: str, binary: Path) -> Check:
+    """A named build's ``--version`` against its name: ``bNNNN`` reports build NNNN (and the commit its
+    install record names); another name is compared with the recorded commit. The vendored tree
+    installed under a name (the rehearsal's stand-in) is a warning saying so, not a failure."""
+    from metrobench.agents.serving_record import install_record, server_build
+
+    label = f"build {name}"
+    try:
+        info = server_build(binary)
+    except MetrobenchError as exc:
+        return Check("FAIL", label, str(exc))
+    record = install_record(binary) or {}
+    number, commit = info.get("build"), info.get("commit")
+    says = f"version {info.get('version')} (build {number}, commit {commit})"
+    if number is None:
+        return Check("FAIL", label, f"{binary} --version names no build number: not a llama-server "
+                     "`make builds` installed?")
+    if record.get("source") == "vendored":
+        return Check("warn", label, f"{name} is the vendored tree (llama-cpp-python "
+                     f"{record.get('llama_cpp_python')}, {says}), not tag {name}: a stand-in (the rehearsal's); "
+                     f"`make builds` builds the tag")
+    recorded = record.get("commit")
+    if commit and recorded and not recorded.startswith(commit):
+        return Check("FAIL", label, f"{binary} reports commit {commit}, its install record {recorded[:12]}: "
+                     "replaced by hand? `make builds FORCE=1` builds it again")
+    match = re.fullmatch(r"b(\d+)", name)
+    if match and number != int(match.group(1)):
+        return Check("FAIL", label, f"{binary} reports build {number} (commit {commit}), not {match.group(1)}: "
+                     f"not tag {name}; `make builds FORCE=1` builds it from the tag")
+    if not match and not (commit and recorded):
+        return Check("warn", label, f"{binary}: {says}; no recorded commit to compare with the name")
+    return Check("ok", label, f"{binary}: {says}" + (f", tag {info['tag']}" if info.get("tag") else ""))
+
+
+def build_gpu_check(name: str, binary: Path, strict: list[str], allowed: list[str]) -> Check | None:
+    """A named build that GPU rows are served on: a GPU backend compiled in and a device it lists.
+    A failure where a row does not allow the CPU (``serving.allow_cpu``), else a warning."""
+    from metrobench.agents.serving import gpu_libraries, gpu_problem, listed_devices
+
+    if not strict and not allowed:
+        return None
+    problem = gpu_problem(binary)
+    if problem is None:
+        devices = listed_devices(binary) or []
+        backends = ", ".join(gpu_libraries(Path(binary).resolve().parent))
+        return Check("ok", f"build {name} gpu", f"{backends or 'a GPU'} backend; devices: "
+                     f"{'; '.join(devices) or 'not listed by this build'}")
+    if strict:
+        return Check("FAIL", f"build {name} gpu", f"{problem}: {_rows(strict)} serve with n_gpu_layers > 0 and would "
+                     "run every case on the CPU into the round timeout; build it with LLAMA_CMAKE_ARGS="
+                     "\"-DGGML_CUDA=ON ...\" (make builds FORCE=1), or set serving.allow_cpu: true")
+    return Check("warn", f"build {name} gpu", f"{problem}: {_rows(allowed)} serve on the CPU "
+                 "(serving.allow_cpu: true)")
+
+
+def check_named_builds(study: StudyConfig | None) -> list[Check]:
+    """Each llama.cpp build the config serves rows on (``serving.build``): installed, the version its
+    name says, and a GPU backend where its rows put layers on the GPU."""
+    from metrobench.agents.llama_builds import config_builds
+    from metrobench.agents.serving import named_build
+
+    if study is None:
+        return []
+    try:
+        builds = config_builds(study)
+    except MetrobenchError as exc:
+        return [Check("FAIL", "named builds", str(exc))]
+    checks = []
+    for name, use in builds.items():
+        try:
+            binary = named_build(name)
+        except MetrobenchError:
+            checks.append(Check("FAIL", f"build {name}", f"not installed ({len(use.rows)} rows serve on it: "
+                                f"{_rows(list(use.rows))}): `make builds` builds it from tag {name}"))
+            continue
+        checks.append(build_version_check(name, binary))
+        gpu = build_gpu_check(name, binary, use.strict_gpu_rows,
+                              [r for r in use.gpu_rows if r not in use.strict_gpu_rows])
+        checks += [gpu] if gpu else []
+    return checks
+
+
 def check_torch(needs: StudyNeeds) -> list[Check]:
     need = "FAIL" if needs.students else "warn"
     if importlib.util.find_spec("torch") is None:
@@ -436,7 +526,9 @@ def run_checks(paths: list[str], *, data: str | None, results: Path) -> list[Che
     study, loaded = load_config(paths)
     needs = study_needs(study) if study is not None else StudyNeeds()
     base = Path.cwd()
-    return [loaded, *check_python(), *check_llama_cpp(needs), check_llama_server(needs), *check_torch(needs),
+    return [loaded, *check_python(), *check_llama_cpp(needs), check_llama_server(needs),
+            *check_named_builds(study),
+            *check_torch(needs),
             check_memory(needs), check_plan_disk(study, results), *check_keys(needs), *check_lock(study),
             *check_gpu_fit(study),
             *check_models(needs, base, study),

@@ -11,11 +11,19 @@
    names: the hub serving that model under every GGUF and base the paper config
    downloads, and one endpoint answering Mistral, Azure chat, Azure Responses and
    the Anthropic judge in their wire formats (trivial answers, keys checked);
-4. ``metrobench lock`` against the hub stand-in (``HF_ENDPOINT``), then
+4. the llama.cpp builds the config names (b8642, b10398), made by ``make builds``'
+   own path (:mod:`metrobench.agents.llama_builds`) from the vendored tree in their
+   place (``LLAMA_CPP_SOURCE=vendored``: the default build's files, nothing compiled)
+   into ``rehearsal/llama-builds/`` (``METROBENCH_LLAMA_BUILDS``, which the jobs
+   inherit: a real build of those names in the venv is never overwritten), then
+   ``metrobench doctor``'s named-build checks on them (a warning each: the vendored
+   tree, not the tag);
+5. ``metrobench lock`` against the hub stand-in (``HF_ENDPOINT``), then
    ``snakemake <every report target>`` on ``config/config.yaml`` + the overlay,
    then ``snakemake --report``;
-5. a summary: the wall time of each phase, and per stage the jobs and seconds
-   Snakemake's ``benchmark:`` files under ``results/benchmarks/`` recorded.
+6. a summary: the wall time of each phase, per stage the jobs and seconds
+   Snakemake's ``benchmark:`` files under ``results/benchmarks/`` recorded, and
+   the builds the runs' serving records name (a run on no named build fails it).
 
 Exit status: 0 when every target and the report were written; else the failing
 phase's status, with one ``metrobench: error:`` line naming it and its log.
@@ -49,6 +57,8 @@ WORKFLOW_FILES = ("Snakefile", "workflow", "config", "peft", "profiles")
 KEYS = {"MISTRAL_API_KEY": "rehearsal-mistral", "AZURE_OPENAI_API_KEY": "rehearsal-azure",
         "ANTHROPIC_API_KEY": "rehearsal-anthropic"}
 COMMIT = "5e4ea25a1c0f2e6b9d3c7a8f01b2c3d4e5f60718"   # the stand-in hub's one commit
+#: The rehearsal's named llama.cpp builds (the vendored tree under the config's names), in its folder.
+BUILDS = "rehearsal/llama-builds"
 HOSTED_REPLY = "I am sorry, I cannot help with that journey."
 JUDGE_REPLY = "Score: 1 | rehearsal stand-in"
 
@@ -56,7 +66,7 @@ JUDGE_REPLY = "Score: 1 | rehearsal stand-in"
 def workflow_copy(workdir: Path) -> None:
     """The workflow's files in ``workdir``, fresh: earlier results, logs, state and lock removed."""
     for name in (*WORKFLOW_FILES, "results", "logs", ".snakemake", "models", "rehearsal/models.lock.yaml",
-                 "rehearsal/hf-home"):
+                 "rehearsal/hf-home", BUILDS):
         path = workdir / name
         if path.is_dir():
             shutil.rmtree(path)
@@ -172,7 +182,8 @@ def environment(workdir: Path, hub_url: str) -> dict[str, str]:
     env = dict(os.environ, **KEYS)
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", HF_ENDPOINT=hub_url,
                HF_HOME=str(workdir / "rehearsal" / "hf-home"), HF_HUB_DISABLE_TELEMETRY="1",
-               METROBENCH_CACHE=str(workdir / "rehearsal" / "cache"), TOKENIZERS_PARALLELISM="false")
+               METROBENCH_CACHE=str(workdir / "rehearsal" / "cache"), TOKENIZERS_PARALLELISM="false",
+               METROBENCH_LLAMA_BUILDS=str(workdir / BUILDS))
     env.pop("HF_HUB_OFFLINE", None)
     return env
 
@@ -239,6 +250,35 @@ def summary(phases: dict[str, float], stages: dict[str, tuple[int, float, float]
     return "\n".join(lines)
 
 
+def build_checks(study: Any) -> str:
+    """``metrobench doctor``'s named-build lines for the builds just installed; a FAIL stops the rehearsal."""
+    from metrobench.doctor import check_named_builds
+
+    checks = check_named_builds(study)
+    failed = [c for c in checks if c.status == "FAIL"]
+    if failed:
+        raise PhaseFailed(1, f"rehearsal: named build check failed: {failed[0].name}: {failed[0].detail}")
+    return "\n".join(f"  {c.line()}" for c in checks)
+
+
+def served_builds(results: Path) -> dict[str, int]:
+    """The llama.cpp builds the work transcripts' serving records name (:func:`build_label`), with their
+    transcript counts; a transcript served on the default build counts under ``default``."""
+    import json
+
+    from metrobench.agents.serving_record import build_label
+
+    counts: Counter[str] = Counter()
+    for path in sorted((results / "work").glob("*/*.jsonl")):
+        with open(path) as handle:
+            first = handle.readline().strip()
+        meta = json.loads(first).get("meta") or {} if first else {}
+        build = (meta.get("serving") or {}).get("build")
+        if isinstance(build, dict):
+            counts[build_label(build) if build.get("name") else "default"] += 1
+    return dict(sorted(counts.items()))
+
+
 def targets_of(workdir: Path) -> tuple[Any, dict[str, int], list[str]]:
     """The merged study, the stand-ins' ports (x-rehearsal) and every report target."""
     paths = [workdir / PAPER, workdir / OVERLAY]
@@ -266,6 +306,11 @@ def rehearse(workdir: Path, data: Path, cores: int) -> str:
         env = environment(workdir, hub.url)
         configs = [PAPER, OVERLAY]
         logs = workdir / "rehearsal"
+        os.environ["METROBENCH_LLAMA_BUILDS"] = env["METROBENCH_LLAMA_BUILDS"]
+        phases["llama.cpp builds (the vendored tree under the config's names)"] = run_phase(
+            "builds", [python, "-m", "metrobench.agents.llama_builds", *[a for c in configs for a in ("--config", c)],
+                       "--venv", sys.prefix], workdir, dict(env, LLAMA_CPP_SOURCE="vendored"), logs / "builds.log")
+        checked = build_checks(study)
         phases["metrobench lock (hub stand-in)"] = run_phase(
             "lock", [python, "-m", "metrobench", "lock", *[a for c in configs for a in ("--config", c)]],
             workdir, env, logs / "lock.log")
@@ -281,7 +326,13 @@ def rehearse(workdir: Path, data: Path, cores: int) -> str:
     missing = [t for t in [*targets, "results/report.html"] if not (workdir / t).exists()]
     if missing:
         raise PhaseFailed(1, f"rehearsal: snakemake ended without {missing[0]}")
-    return summary(phases, stage_times(workdir / "results" / "benchmarks"), answered)
+    builds = served_builds(workdir / "results")
+    if not any(label != "default" for label in builds):
+        raise PhaseFailed(1, "rehearsal: no run's serving record names a named llama.cpp build")
+    return "\n".join([summary(phases, stage_times(workdir / "results" / "benchmarks"), answered),
+                      "rehearsal: the named builds (doctor's checks):", checked,
+                      "rehearsal: builds the runs' serving records name (work transcripts):",
+                      *[f"  {n:6d}  {label}" for label, n in builds.items()]])
 
 
 def main(argv: list[str] | None = None) -> int:

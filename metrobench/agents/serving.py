@@ -8,8 +8,11 @@ and always stops it again — on success, on error and on Ctrl-C — so a
 benchmark job never leaves a server holding the GPU.
 
 The ``llama-server`` executable is, in this order: the configured path or
-name, the one ``scripts/install-llama-cpp.sh`` put beside the installed
-llama-cpp-python (``make install`` does), or the first on ``PATH``.
+name, a named build (``serving.build``: ``NAME/llama-server`` under
+:func:`builds_dir`, put there by ``make builds``), the one
+``scripts/install-llama-cpp.sh`` put beside the installed llama-cpp-python
+(``make install`` does), or the first on ``PATH``. Where the config names a GPU,
+:func:`require_gpu` refuses a server that would run a GPU row on the CPU.
 """
 
 from __future__ import annotations
@@ -124,18 +127,108 @@ def installed_llama_server() -> Path | None:
     return Path(found) if found else None
 
 
+#: A folder of named builds instead of the virtual environment's (``NAME/llama-server`` in it):
+#: the rehearsal installs the vendored tree under the paper's build names there, never over a
+#: real build of those names. ``scripts/install-llama-cpp.sh`` installs into the same folder.
+BUILDS_ENV = "METROBENCH_LLAMA_BUILDS"
+
+
+def builds_dir() -> Path | None:
+    """Where named builds are installed: ``$METROBENCH_LLAMA_BUILDS``, else llama-cpp-python's ``lib/builds``."""
+    if os.environ.get(BUILDS_ENV):
+        return Path(os.environ[BUILDS_ENV])
+    lib = llama_lib_dir()
+    return lib / "builds" if lib else None
+
+
 def named_build_hint(build: str) -> str:
-    return (f"llama.cpp build {build} is not installed: build it from a llama.cpp checkout at that tag with "
-            f"`LLAMA_CPP_SOURCE=/path/to/llama.cpp LLAMA_CPP_BUILD={build} scripts/install-llama-cpp.sh .venv`")
+    return (f"llama.cpp build {build} is not installed: build it with `make builds` (from tag {build}: "
+            f"LLAMA_CPP_SOURCE=/path/to/llama.cpp for a local checkout, else a shallow clone of the public "
+            f"repository), or `LLAMA_CPP_SOURCE=/path/to/llama.cpp LLAMA_CPP_BUILD={build} "
+            f"scripts/install-llama-cpp.sh .venv`")
 
 
 def named_build(build: str) -> Path:
     """The ``llama-server`` of a named build, installed beside the default one; one line saying how if not."""
-    lib = llama_lib_dir()
-    found = lib / "builds" / build / "llama-server" if lib else None
+    folder = builds_dir()
+    found = folder / build / "llama-server" if folder else None
     if found is None or not os.access(found, os.X_OK):
         raise MetrobenchError(named_build_hint(build))
     return found
+
+
+#: ggml's GPU backends, by the shared library a build with that backend ships
+#: (``-DGGML_CUDA=ON`` gives ``libggml-cuda.so``, and so on).
+GPU_BACKENDS = {"cuda": "CUDA", "hip": "ROCm", "vulkan": "Vulkan", "sycl": "SYCL", "metal": "Metal",
+                "musa": "MUSA", "opencl": "OpenCL", "cann": "CANN"}
+
+
+def gpu_libraries(folder: Path) -> list[str]:
+    """The GPU backends compiled into the build in ``folder``, read from its ``libggml-<backend>.so`` files."""
+    found = set()
+    for path in folder.glob("libggml-*.so*"):
+        backend = path.name.removeprefix("libggml-").split(".so")[0]
+        if backend in GPU_BACKENDS:
+            found.add(GPU_BACKENDS[backend])
+    return sorted(found)
+
+
+def listed_devices(binary: Path | str, timeout: float = 120.0) -> list[str] | None:
+    """The GPU devices ``llama-server --list-devices`` lists (``CUDA0: NVIDIA ... (32607 MiB, ...)``).
+
+    llama.cpp prints ``Available devices:`` and one line per device that is not the CPU, or
+    ``(none)``: a CPU-only build, or a GPU build that finds no device (no driver) lists none.
+    ``None`` where the binary has no such option or does not answer (an older build).
+    """
+    try:
+        done = subprocess.run([str(binary), "--list-devices"], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or not any(line.strip() == "Available devices:" for line in lines):
+        return None
+    after = lines[[line.strip() for line in lines].index("Available devices:") + 1:]
+    return [line.strip() for line in after if line.startswith("  ") and line.strip() != "(none)"]
+
+
+def gpu_problem(binary: Path | str) -> str | None:
+    """Why ``binary`` would serve on the CPU (no GPU backend compiled in, or none that finds a device); None if not."""
+    folder = Path(binary).resolve().parent
+    backends = gpu_libraries(folder)
+    devices = listed_devices(binary)
+    if devices:
+        return None
+    if not backends:
+        return f"{folder} is a CPU-only build (no GPU backend library, libggml-cuda.so or the like, beside it)"
+    if devices is None:
+        return None       # compiled with a GPU backend; this build cannot list its devices, so trust it
+    return f"{folder} has the {', '.join(backends)} backend but it lists no device (`llama-server --list-devices`)"
+
+
+def require_gpu(cfg, binary: Path | str | None) -> None:
+    """Refuse a model whose serving puts layers on the GPU, on a server that would run on the CPU.
+
+    Only where ``metrobench bench --require-gpu`` asks (the workflow passes it when the config
+    states its card: ``gpu``), only for ``n_gpu_layers > 0``, and not with ``serving.allow_cpu: true``:
+    a CPU build would serve every case into the round timeout instead of failing at once.
+    """
+    serving = cfg.serving
+    if serving is None or serving.n_gpu_layers <= 0 or serving.allow_cpu:
+        return
+    if binary is None:            # llama_cpp.server: the bindings' own libraries
+        lib = llama_lib_dir()
+        problem = None if lib and gpu_libraries(lib) else \
+            f"llama-cpp-python's library ({lib}) is a CPU-only build"
+    else:
+        problem = gpu_problem(binary)
+    if problem:
+        build = f"llama.cpp build {serving.build}" if serving.build else "the default llama.cpp build"
+        raise MetrobenchError(
+            f"model {cfg.name}: serving.n_gpu_layers is {serving.n_gpu_layers} and the config names a GPU, but "
+            f"{build} would serve on the CPU: {problem}; rebuild it with "
+            f"LLAMA_CMAKE_ARGS=\"-DGGML_CUDA=ON ...\" (make builds / make install), or set "
+            f"serving.allow_cpu: true to run on the CPU anyway")
 
 
 def find_llama_server(binary: str | None = None, build: str | None = None) -> Path:
@@ -330,17 +423,22 @@ def serving_record(cfg, base_url: str | None) -> dict:
 
 
 @contextmanager
-def serve_model(cfg, *, log_path: Path | None = None) -> Iterator[str | None]:
+def serve_model(cfg, *, log_path: Path | None = None, gpu: bool = False) -> Iterator[str | None]:
     """Serve a :class:`~metrobench.agents.runner.config.ModelConfig` if it has a ``serving`` block.
 
     Yields the base URL (``None`` when the model is not served here: a hosted
-    API or a server started elsewhere, reached through ``base_url``).
+    API or a server started elsewhere, reached through ``base_url``). With ``gpu``
+    (the config names a GPU), a server that would run on the CPU is refused first
+    (:func:`require_gpu`).
     """
     serving = cfg.serving
     if serving is None:
         yield None
         return
     model_path = model_file(cfg)
+    if gpu:
+        require_gpu(cfg, find_llama_server(serving.binary, serving.build) if serving.server == "llama-server"
+                    else None)
     with tempfile.TemporaryDirectory(prefix="metrobench-template-") as tmp:
         template = chat_template_path(serving.chat_template_file, Path(tmp))
         server = ServerConfig.from_serving(serving, model_path, cfg.served_model, template)

@@ -4,10 +4,12 @@ The paper shows serving moves scores (Qwen3.5-27B on llama.cpp b10398 instead
 of b8642, nothing else changed: held-out Tier 1 92.32 -> 93.08, App. B.4), so a
 run records, beside its model-config fingerprint:
 
-* for a model served here: the ``llama-server`` build (``--version``'s build
-  number and commit, and the upstream ``bNNNN`` tag where known: a tree built
-  from the llama-cpp-python sdist reports ``build 1``, so the tag comes from
-  the install script's record of what it built), the SHA-256 of the GGUF
+* for a model served here: the ``llama-server`` build (:func:`server_build`:
+  ``--version``'s number and commit in either of llama.cpp's formats, and what
+  the install script's record beside the binary says it is: a named build's
+  name, the upstream ``bNNNN`` tag it was built from, or that it is the
+  vendored tree; with no record beside it an upstream binary's own build
+  number gives the tag), the SHA-256 of the GGUF
   (computed once per file, cached by path, size and mtime), the SHA-256 of the
   chat template the server actually uses (``/props``), and the server flags
   (context per slot, slots, unified KV, flash attention, layers on the GPU);
@@ -30,6 +32,7 @@ from typing import Any
 import httpx
 
 from metrobench.atomic import write_text
+from metrobench.errors import MetrobenchError
 from metrobench.data.root import sha256_file
 
 #: The fields a resume compares, with the words that name them in an error.
@@ -37,7 +40,13 @@ COMPARED = {"build": "llama-server build", "gguf_sha256": "GGUF file (SHA-256)",
             "template_sha256": "chat template (SHA-256)", "ctx_per_slot": "context per slot",
             "n_gpu_layers": "layers on the GPU", "flash_attn": "flash attention", "parallel": "slots",
             "dialect": "API dialect", "deployment": "deployment", "api_version": "API version"}
-_VERSION = re.compile(r"version:\s*(?P<version>\S+)\s*\(build\s+(?P<build>\d+),\s*commit\s+(?P<commit>[0-9a-f]+)\)")
+#: ``--version``'s first line: ``version: 0.5.0-dev (build 8642, commit a1b2c3d)`` (llama.cpp with a
+#: semantic version), or ``version: 8642 (a1b2c3d4)`` (the build number is the version); the commit is
+#: ``unknown`` where the tree was built outside git.
+_VERSION = re.compile(r"version:\s*(?P<version>\S+)\s*\(build\s+(?P<build>\d+),\s*commit\s+(?P<commit>[0-9a-zA-Z]+)\)")
+_VERSION_OLD = re.compile(r"version:\s*(?P<build>\d+)\s*\((?P<commit>[0-9a-zA-Z]+)\)")
+#: The install script's record beside a binary (scripts/install-llama-cpp.sh).
+RECORD = "metrobench-build.json"
 
 
 def cache_file() -> Path:
@@ -66,30 +75,70 @@ def gguf_sha256(path: Path | str) -> str:
     return known[key]
 
 
+def parse_version(text: str) -> dict[str, Any]:
+    """``--version``'s output read: version, build number and commit (``None`` each where it says nothing)."""
+    match = _VERSION.search(text)
+    if match:
+        info: dict[str, Any] = match.groupdict()
+    elif (old := _VERSION_OLD.search(text)):
+        info = {"version": old["build"], **old.groupdict()}
+    else:
+        return {"version": None, "build": None, "commit": None}
+    info["build"] = int(info["build"])
+    if info["commit"] == "unknown":
+        info["commit"] = None
+    return info
+
+
+def install_record(binary: Path | str) -> dict[str, Any] | None:
+    """The install script's record beside ``binary`` (its folder's ``metrobench-build.json``), if any."""
+    path = Path(binary).resolve().parent / RECORD
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def server_build(binary: Path | str) -> dict[str, Any]:
-    """``llama-server --version`` read: version, build number, commit, and the upstream tag where known."""
-    done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
-    match = _VERSION.search(done.stdout + done.stderr)
-    info: dict[str, Any] = match.groupdict() if match else {"version": None, "build": None, "commit": None}
-    if info["build"] is not None:
-        info["build"] = int(info["build"])
-    recorded = Path(binary).resolve().parent / "metrobench-build.json"
-    tag = None
-    if recorded.is_file():
-        try:
-            tag = json.loads(recorded.read_text()).get("tag")
-        except ValueError:
-            tag = None
-    if tag is None and info["build"] and info["build"] > 1:
-        tag = f"b{info['build']}"  # an upstream build numbers itself
-    info["tag"] = tag
+    """What build ``binary`` is: ``--version``'s version, build number and commit, and its upstream tag.
+
+    The tag comes from the install script's record where one lies beside the binary (``None``
+    for the vendored tree, whatever number git gave it); a named build adds its ``name`` and, when
+    it is the vendored tree, ``source: vendored``. With no record, an upstream binary's own build
+    number (above 1: a shallow clone counts 1) is its tag.
+    """
+    try:
+        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise MetrobenchError(f"{binary} --version did not answer within 60 s") from None
+    except OSError as exc:
+        raise MetrobenchError(f"{binary} --version: {exc.strerror or exc}") from None
+    info = parse_version(done.stdout + done.stderr)
+    record = install_record(binary)
+    if record is None:
+        info["tag"] = f"b{info['build']}" if info["build"] and info["build"] > 1 else None
+        return info
+    info["tag"] = record.get("tag") if isinstance(record.get("tag"), str) else None
+    if "llama_cpp_python" in record and "key" in record:          # the default build: the vendored tree
+        return info
+    info["name"] = record.get("name") or Path(binary).resolve().parent.name
+    if record.get("source") == "vendored":
+        info["source"] = "vendored"
+        info["tag"] = None
     return info
 
 
 def build_label(build: dict[str, Any] | None) -> str:
+    """A build in words: its tag, else its name and what it is, else its number and commit."""
     if not build:
         return "unknown"
-    return build.get("tag") or f"build {build.get('build')} (commit {build.get('commit')})"
+    if build.get("tag"):
+        return build["tag"]
+    what = "the vendored tree" if build.get("source") == "vendored" else f"commit {build.get('commit')}"
+    if build.get("name"):
+        return f"{build['name']} ({what}, build {build.get('build')})"
+    return f"build {build.get('build')} (commit {build.get('commit')})"
 
 
 def served_template_sha256(base_url: str) -> str | None:

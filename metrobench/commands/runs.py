@@ -7,7 +7,9 @@ of this selection cut from it (:mod:`metrobench.transcripts.views`), waiting for
 another job that holds ``W``; the model's settings come from :func:`_model_config`
 (study config, model config or flags) and the cases from :func:`_run_selection`,
 recorded in every record (:mod:`metrobench.transcripts.selection`) for ``score`` to read.
-``bench`` takes the transcript's lock before it starts the server.
+``bench`` takes the transcript's lock before it starts the server; with ``--require-gpu`` it first
+refuses a GPU row (``n_gpu_layers > 0``) on a build that would serve it on the CPU
+(:func:`metrobench.agents.serving.require_gpu`).
 
 The last line counts the cases per ending. A run that leaves a case on an
 infrastructure ending (the endpoint, not the model) or that was stopped (a
@@ -39,6 +41,10 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench", help="serve a GGUF with llama.cpp, run it on a system, stop the server")
     _add_run_options(p)
     p.add_argument("--server-log", help="file for the server's output")
+    p.add_argument("--require-gpu", action="store_true",
+                   help="refuse a model with serving.n_gpu_layers > 0 on a llama.cpp build that would serve it on "
+                        "the CPU (no GPU backend or device), unless serving.allow_cpu (the workflow passes it when "
+                        "the config names its gpu)")
     p.set_defaults(func=cmd_bench)
 
 
@@ -92,7 +98,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     log = Path(args.server_log) if args.server_log else None
     out = _transcript(args)
     with transcript_lock(out, wait=bool(args.work)):  # before serving, and while the view is cut
-        with serve_model(cfg, log_path=log) as url:
+        with serve_model(cfg, log_path=log, gpu=args.require_gpu) as url:
             summary = run_model(cfg, bench.system(args.system), cases, out, base_url=url,
                                 restart=args.restart, selection=selection, serving=serving_record(cfg, url))
         return _report(summary, args, selection, cases)  # after the server has stopped

@@ -191,8 +191,13 @@ def run_command(wildcards, input, output):
     return (
         f"metrobench bench {common} {config_flags()} {model_flags(w.model)} {gguf_flag(w, input)}"
         f" --work {paths.work_path(w.model, w.system)} --out {output}"
-        f" --server-log {RUN_LOG.format(**w)}.server.log"
+        f" --server-log {RUN_LOG.format(**w)}.server.log{gpu_flag()}"
     )
+
+
+def gpu_flag():
+    """` --require-gpu` when the config names its card (`gpu`): a GPU row on a CPU build then stops at once."""
+    return " --require-gpu" if getattr(STUDY, "gpu", None) else ""
 
 
 def recipe_base(size):

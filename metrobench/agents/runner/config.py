@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,8 +60,8 @@ class Serving(BaseModel):
     server: Literal["llama-server", "llama_cpp.server"] = "llama-server"
     binary: str | None = None          # the llama-server executable; None = the installed one, else PATH
     # a named llama.cpp build (the paper served rows on b8642 and b10398), installed beside the
-    # default by scripts/install-llama-cpp.sh (LLAMA_CPP_SOURCE, LLAMA_CPP_BUILD); None = the default
-    build: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    # default (`make builds` builds each one the config names); None = the default. A name, never a path.
+    build: str | None = None
     # llama-server: serve with this Jinja template instead of the GGUF's; "metrobench:tools" is
     # the project's tool template, the one its students are trained on and carry in their GGUF.
     chat_template_file: str | None = None
@@ -72,9 +73,22 @@ class Serving(BaseModel):
     kv_unified: bool = True
     flash_attn: bool = True
     n_gpu_layers: int = 0
+    # Where the config names its GPU (`metrobench bench --require-gpu`), a row with layers on the GPU
+    # is refused on a build without a GPU backend (it would run every case into the timeout);
+    # true serves it on the CPU anyway (the rehearsal's stand-ins on a CPU machine).
+    allow_cpu: bool = False
     n_threads: int | None = None
     chat_format: str | None = None     # llama_cpp.server only (e.g. chatml-function-calling)
     extra_args: list[str] = Field(default_factory=list)
+
+    @field_validator("build")
+    @classmethod
+    def _build_name(cls, value: str | None) -> str | None:
+        # the name is a folder under the builds folder: a path would reach outside it
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
+            raise ValueError(f"{value!r} is not a build name (letters, digits, '.', '_' and '-', e.g. b8642), "
+                             "not a path")
+        return value
 
     @property
     def slot_ctx(self) -> int:
