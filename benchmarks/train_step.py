@@ -3,8 +3,10 @@
 Builds the real trainer (:func:`metrobench.training.train.build_trainer`: the
 recipe's base, LoRA, TRL's SFT loop) on a training set written by ``metrobench
 trainset`` and prints the trainer's own run time per step (TRL's
-``train_runtime`` over the steps, the figure its progress bar shows); nothing is saved. With the same seed
-the steps see the same examples, so two settings compare on equal work.
+``train_runtime`` over the steps, the figure its progress bar shows) and the train loss
+logged at each step (``logging_steps``: 1 in every recipe); nothing is saved. With the same seed
+the steps see the same examples, so two settings compare on equal work, and a setting that
+must not change the math (``gradient_checkpointing``) can be checked to give the same losses.
 
 Usage:
 
@@ -65,7 +67,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         trainer = training.build_trainer(recipe, rows, base_dir, tokenizer, Path(work), seed=args.seed)
         runtime = trainer.train().metrics["train_runtime"]
+        losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     print(f"{args.steps} steps in {runtime:.1f} s: {runtime / args.steps:.1f} s a step", flush=True)
+    print("train loss by step: " + " ".join(repr(loss) for loss in losses), flush=True)
 
 
 if __name__ == "__main__":

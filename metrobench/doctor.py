@@ -304,6 +304,101 @@ def check_disk(results: Path, needs: StudyNeeds | None = None, free_disk=free_di
     return Check("ok" if free >= need else "warn", "disk", detail)
 
 
+#: The packages of the ``train-cuda`` extra (and flash-linear-attention's core and einops): Qwen3.5's
+#: gated-delta kernels, installed only where they build (``make install TRAIN_CUDA=1``), so
+#: their absence is :func:`check_training_path`'s to report, not drift.
+GATED_DELTA_KERNELS = ("flash-linear-attention", "fla-core", "causal-conv1d", "einops")
+#: Minutes a seed of the paper's students took on an RTX 5090 with the kernels (App. C,
+#: Table 8; peft/recipes/<size>.yaml), by billions of parameters.
+PAPER_TRAIN_MINUTES = {2.0: 27, 4.0: 63, 9.0: 74, 27.0: 103}
+#: The most drifted or missing packages a line names (the rest counted).
+SHOWN = 6
+
+
+def _named(items: list[str]) -> str:
+    return ", ".join(items[:SHOWN]) + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
+
+
+def check_stack(checkout: Path | None = None, version_of=None) -> list[Check]:
+    """The installed packages against the locked stack (:mod:`metrobench.stack`): drift is a warning.
+
+    A constraints file that names a package twice (or holds a line that is not a pin)
+    raises :class:`MetrobenchError`: one ``metrobench: error:`` line, as for any bad input.
+    """
+    from metrobench.stack import CONSTRAINTS, drift, installed_version, read_pins
+
+    checkout = checkout or Path(__file__).resolve().parents[1]
+    path = checkout / CONSTRAINTS
+    if not path.is_file():
+        return [Check("ok", "python stack", f"no {CONSTRAINTS} beside the package (not a checkout): "
+                      "drift not checked")]
+    pins = read_pins(path)
+    off = drift(pins, version_of or installed_version)
+    differ = [d.phrase() for d in off if d.installed]
+    missing = [d.name for d in off if not d.installed and d.name not in GATED_DELTA_KERNELS]
+    here = [p for p in pins if p.applies]
+    if not differ and not missing:
+        return [Check("ok", "python stack", f"{path}: all {len(here)} pins met")]
+    checks = []
+    if differ:
+        checks.append(Check("warn", "python stack", f"{len(differ)} of {len(here)} pinned packages differ from "
+                            f"{path}: {_named(differ)}; `make install` installs the pinned versions"))
+    if missing:
+        checks.append(Check("warn", "python stack", f"{len(missing)} of {len(here)} pinned packages not installed: "
+                            f"{_named(missing)} (`make install`)"))
+    return checks
+
+
+def _gated_delta(base: str) -> bool:
+    """A student base with Qwen3.5's gated-delta (linear-attention) layers, from its name."""
+    return re.search(r"qwen3(\.[5-9]|_5)", base, re.IGNORECASE) is not None
+
+
+def check_training_path(needs: StudyNeeds, path_of=None, cuda: bool | None = None) -> list[Check]:
+    """Which gated-delta path the students' training takes, and what it costs.
+
+    The path is :func:`metrobench.training.train.gated_delta_path`'s (the line ``metrobench
+    train`` logs). Without both kernels a CUDA student is slower than the paper's minutes a
+    seed, which the plan assumes: a warning naming the command that installs them.
+    """
+    gated = sorted((s for s, base in needs.student_bases.items() if _gated_delta(base)),
+                   key=lambda s: (needs.student_billions.get(s, 0.0), s))
+    if not needs.students:
+        return []
+    if not gated:
+        return [Check("ok", "training path", f"{', '.join(sorted(needs.student_bases))}: no gated-delta "
+                      "layers (no kernels needed)")]
+    if path_of is None:
+        from metrobench.training.train import gated_delta_path as path_of
+    path = path_of()
+    kernels = path.endswith("kernels") and "+" in path   # both installed and importable
+    if cuda is None:
+        cuda = importlib.util.find_spec("torch") is not None and _cuda_available()
+    sizes = [needs.student_billions.get(s, 0.0) for s in gated]
+    minutes = sorted({PAPER_TRAIN_MINUTES[b] for b in sizes if b in PAPER_TRAIN_MINUTES})
+    paper = (f"the paper's {minutes[0]}–{minutes[-1]} min a seed" if len(minutes) > 1 else
+             f"the paper's {minutes[0]} min a seed" if minutes else "the paper's minutes a seed")
+    who = ", ".join(gated)
+    if not needs.gpu_training:
+        return [Check("ok", "training path", f"{who}: gated-delta layers on the {path} (CPU-sized students: "
+                      "the kernels would not matter)")]
+    if kernels and cuda:
+        return [Check("ok", "training path", f"{who}: gated-delta layers on the {path}: about {paper} "
+                      "(RTX 5090) as the plan assumes")]
+    if kernels:
+        return [Check("warn", "training path", f"{who}: {path} installed, but no CUDA device to run them")]
+    loop = "the PyTorch chunk loop, " if path.startswith("PyTorch") else ""
+    return [Check("warn", "training path", f"{who}: gated-delta layers on the {path}: {loop}slower than "
+                  f"{paper} (RTX 5090) that the plan assumes; on the CUDA machine `make install TRAIN_CUDA=1` "
+                  "installs the kernels")]
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def check_keys(needs: StudyNeeds) -> list[Check]:
     checks = []
     for env, who in sorted(needs.key_envs.items()):
@@ -382,6 +477,8 @@ def run_checks(paths: list[str], *, data: str | None, results: Path) -> list[Che
     return [loaded, *check_python(), *check_llama_cpp(needs), check_llama_server(needs), *check_torch(needs),
             check_memory(needs), check_disk(results, needs), *check_keys(needs), *check_lock(study),
             *check_models(needs, base, study),
+            *check_stack(),
+            *check_training_path(needs),
             check_data(data, needs, base)]
 
 
