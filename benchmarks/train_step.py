@@ -40,7 +40,7 @@ import yaml
 from pydantic import ValidationError
 from metrobench.training import train as training
 from metrobench.training.base import resolve_base
-from metrobench.training.host_memory import limit_heap_retention
+from metrobench.training.host_memory import for_cpu_training
 from metrobench.training.recipe import Recipe, load_recipe
 
 
@@ -53,11 +53,11 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a recipe setting changed (YAML value), repeatable")
     parser.add_argument("--glibc-default", action="store_true",
-                        help="leave glibc's heap as it is (metrobench train returns freed activations: "
-                             "metrobench/training/host_memory.py)")
+                        help="leave glibc's heap and TRL's LM-head tiles as they are (metrobench train "
+                             "changes both: metrobench/training/host_memory.py)")
     args = parser.parse_args()
     if not args.glibc_default:
-        limit_heap_retention()
+        for_cpu_training()
     changes = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.set)}
     # Validated like the recipe file itself: a misspelt key or a wrong type is refused.
     try:

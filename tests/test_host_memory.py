@@ -47,3 +47,36 @@ def test_a_freed_block_no_longer_raises_the_threshold_into_the_heap(monkeypatch)
 
 def test_a_threshold_the_user_set_is_left_alone():
     assert _probe("limit", MALLOC_MMAP_THRESHOLD_="65536") == "False True"   # the user's 64 KiB applies
+
+
+def test_cpu_lm_head_tiles_are_small_and_change_no_value():
+    """TRL's fused LM head on a CPU in 512-token tiles: the same log-probabilities, entropies and
+    gradients, bit for bit, as in TRL's own 4,096-token tiles (each token's row is computed alone)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("trl")
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device: TRL's tiles are kept")
+    from trl.kernels import chunked_logprob
+    from trl.trainer.utils import _CHUNKED_LOGPROB_CHUNK_SIZE
+
+    from metrobench.training.host_memory import CPU_LM_HEAD_TOKENS, tile_cpu_lm_head
+
+    def run() -> list:
+        generator = torch.Generator().manual_seed(0)
+        hidden = torch.randn(5000, 16, generator=generator).requires_grad_(True)
+        weight = torch.randn(33000, 16, generator=generator) * 0.3
+        labels = torch.randint(0, 33000, (5000,), generator=generator)
+        log_probs, entropy, *_ = chunked_logprob.ChunkedLogProbFunction.apply(
+            hidden, weight, None, labels, 1.0, _CHUNKED_LOGPROB_CHUNK_SIZE, None, 1.0, ("log_probs", "entropy"))
+        (-log_probs.mean()).backward()
+        return [log_probs.detach(), entropy.detach(), hidden.grad]
+
+    original = chunked_logprob.TOKEN_CHUNK_SIZE
+    try:
+        assert original == 4096          # TRL 1.16.0's (constraints/stack.txt)
+        before = run()
+        assert tile_cpu_lm_head() and chunked_logprob.TOKEN_CHUNK_SIZE == CPU_LM_HEAD_TOKENS == 512
+        after = run()
+    finally:
+        chunked_logprob.TOKEN_CHUNK_SIZE = original
+    assert all(torch.equal(a, b) for a, b in zip(before, after))

@@ -149,3 +149,30 @@ def test_the_kernel_installer_leaves_a_cpu_torch_alone(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "is a CPU build: the gated-delta kernels need CUDA torch; not installed" in done.stdout
     assert not (venv / ".train-cuda").exists()
+
+
+def test_the_cpu_studies_training_peak_is_the_measured_one_against_free_ram(monkeypatch):
+    monkeypatch.chdir(REPO)
+    demo = load_study(["config/demo.yaml"])
+    peak = doctor.training_peak_gb(__import__("metrobench.training.recipe", fromlist=["x"]).load_recipe(
+        "peft/recipes/smollm2.yaml"))
+    assert peak is not None and 0 < peak < 4.0     # issue 38: the CPU studies fit a laptop
+    [ok] = doctor.check_training_memory(demo, free_ram=lambda: 16.0)
+    assert ok.status == "ok" and ok.detail == (
+        f"16.0 GB available; the largest CPU training, smollm2 (peft/recipes/smollm2.yaml, max_length 4608, "
+        f"gradient checkpointing on), peaks at {peak:.1f} GB (measured)")
+    [short] = doctor.check_training_memory(demo, free_ram=lambda: 1.0)
+    assert short.status == "warn" and short.detail.endswith(f": {peak - 1.0:.1f} GB short (it swaps or is killed)")
+    mini = load_study(["config/mini-study.yaml"])
+    assert doctor.check_training_memory(mini, free_ram=lambda: 16.0)[0].status == "ok"
+    assert doctor.check_training_memory(load_study(["config/config.yaml"])) == []   # CUDA students: the merge's
+
+
+def test_a_recipe_never_measured_says_so(monkeypatch, tmp_path):
+    monkeypatch.chdir(REPO)
+    recipe = tmp_path / "long.yaml"
+    recipe.write_text((REPO / "peft/recipes/smollm2.yaml").read_text().replace("max_length: 4608", "max_length: 8192"))
+    study = load_study(["config/demo.yaml"])
+    study.students["smollm2"].recipe = str(recipe)
+    [line] = doctor.check_training_memory(study, free_ram=lambda: 16.0)
+    assert line.detail == f"16.0 GB available; CPU training peak not measured for smollm2 ({recipe})"
