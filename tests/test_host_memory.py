@@ -49,6 +49,7 @@ def test_a_threshold_the_user_set_is_left_alone():
     assert _probe("limit", MALLOC_MMAP_THRESHOLD_="65536") == "False True"   # the user's 64 KiB applies
 
 
+@pytest.mark.slow
 def test_cpu_lm_head_tiles_are_small_and_change_no_value():
     """TRL's fused LM head on a CPU in 512-token tiles: the same log-probabilities, entropies and
     gradients, bit for bit, as in TRL's own 4,096-token tiles (each token's row is computed alone)."""
