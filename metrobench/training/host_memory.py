@@ -1,6 +1,7 @@
 """A CPU training's host memory: TRL's LM head in small tiles, freed activations returned to the system.
 
-Two things, not the model's activations, set the demo student's peak RAM on a CPU
+Besides the layers' activations (which activation checkpointing, a recipe setting, keeps to
+one hidden state a layer), two things set the demo student's peak RAM on a CPU
 (SmolLM2-135M, 4,608 tokens; docs/benchmarks.md has the figures and commands):
 
 **The LM head's tiles.** TRL's fused LM head (TRL 1.16.0, pinned) never builds the
@@ -23,8 +24,8 @@ state, 28 MiB an MLP activation), so after the first step they all land in the h
 where fragmentation keeps what was freed. Fixing the threshold at 1 MiB
 (``mallopt(M_MMAP_THRESHOLD)``, which also stops the adjustment) gives every such
 tensor its own mapping, freed when the tensor is: one forward and backward pass of the
-student's layers at 2,048 tokens with checkpointing peaked at 3.51 GB, 1.32 GB with it;
-its live tensors stay far below what the heap keeps.
+student's layers at 2,048 tokens with checkpointing peaked at 3.51 GB with glibc's
+default, 1.32 GB with the threshold fixed.
 
 Both are called once, before training, by ``metrobench train`` and
 ``benchmarks/train_step.py`` (:func:`for_cpu_training`). Neither changes a value
