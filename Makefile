@@ -14,7 +14,14 @@ DATA   ?= $(or $(METROBENCH_DATA),$(wildcard ../shared/metrollm-bench),.data/met
 # Extra CMake arguments for llama.cpp, e.g. on an RTX 5090 (docs/paper-study.md):
 #   make install LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=120"
 LLAMA_CMAKE_ARGS ?=
-PIP    := $(BIN)/pip install --progress-bar off -c constraints/ci.txt
+# Qwen3.5's gated-delta kernels (the train-cuda extra: flash-linear-attention, causal-conv1d),
+# installed by `make install` where they build (scripts/install-train-cuda.sh; a package that
+# does not build is one message, and training takes the PyTorch path for it): by default with
+# the CUDA arguments above, TRAIN_CUDA=1 to ask for them anyway, TRAIN_CUDA=0 to leave them out.
+TRAIN_CUDA ?= $(if $(findstring -DGGML_CUDA=ON,$(LLAMA_CMAKE_ARGS)),1,0)
+# The locked Python stack: every package at the version CI and the rehearsal ran
+# (constraints/stack.txt; `metrobench doctor` shows drift from it).
+PIP    := $(BIN)/pip install --progress-bar off -c constraints/stack.txt
 # The package's bytecode, written once as pip does for a regular install: an editable
 # install leaves it to the first import, which writes nothing where PYTHONDONTWRITEBYTECODE
 # is set, so every one of the workflow's processes would compile the package again. The study
@@ -26,7 +33,7 @@ SYSTEMS := marta doha bart taipei cta beijing
 .PHONY: install install-core builds baseline run demo mini-study rehearsal test doctor bench clean
 
 # Core: the harness, scoring, statistics and tables (no model, no compiler).
-$(VENV)/.core: pyproject.toml constraints/ci.txt
+$(VENV)/.core: pyproject.toml constraints/stack.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --progress-bar off --upgrade pip
 	$(PIP) -e .
@@ -41,8 +48,12 @@ $(VENV)/.full: $(VENV)/.core scripts/install-llama-cpp.sh
 	$(BYTECODE)
 	touch $@
 
+# The gated-delta kernels: the script writes the stamp only when every package installed.
+$(VENV)/.train-cuda: $(VENV)/.full scripts/install-train-cuda.sh
+	scripts/install-train-cuda.sh $(VENV)
+
 install-core: $(VENV)/.core
-install: $(VENV)/.full
+install: $(VENV)/.full $(if $(filter 1,$(TRAIN_CUDA)),$(VENV)/.train-cuda)
 
 # The llama.cpp builds a study config serves its rows on (serving.build: the paper config's
 # b8642 and b10398), each built from its tag with LLAMA_CMAKE_ARGS into the folder serving.build

@@ -3,8 +3,10 @@
 Builds the real trainer (:func:`metrobench.training.train.build_trainer`: the
 recipe's base, LoRA, TRL's SFT loop) on a training set written by ``metrobench
 trainset`` and prints the trainer's own run time per step (TRL's
-``train_runtime`` over the steps, the figure its progress bar shows); nothing is saved. With the same seed
-the steps see the same examples, so two settings compare on equal work.
+``train_runtime`` over the steps, the figure its progress bar shows) and the train loss
+logged at each step (``logging_steps``: 1 in every recipe); nothing is saved. With the same seed
+the steps see the same examples, so two settings compare on equal work, and a setting that
+must not change the math (``gradient_checkpointing``) can be checked to give the same losses.
 
 Usage:
 
@@ -38,6 +40,7 @@ import yaml
 from pydantic import ValidationError
 from metrobench.training import train as training
 from metrobench.training.base import resolve_base
+from metrobench.training.host_memory import for_cpu_training
 from metrobench.training.recipe import Recipe, load_recipe
 
 
@@ -49,7 +52,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a recipe setting changed (YAML value), repeatable")
+    parser.add_argument("--glibc-default", action="store_true",
+                        help="leave glibc's heap and TRL's LM-head tiles as they are (metrobench train "
+                             "changes both: metrobench/training/host_memory.py)")
     args = parser.parse_args()
+    if not args.glibc_default:
+        for_cpu_training()
     changes = {key: yaml.safe_load(value) for key, _, value in (item.partition("=") for item in args.set)}
     # Validated like the recipe file itself: a misspelt key or a wrong type is refused.
     try:
@@ -65,7 +73,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         trainer = training.build_trainer(recipe, rows, base_dir, tokenizer, Path(work), seed=args.seed)
         runtime = trainer.train().metrics["train_runtime"]
+        losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     print(f"{args.steps} steps in {runtime:.1f} s: {runtime / args.steps:.1f} s a step", flush=True)
+    print("train loss by step: " + " ".join(repr(loss) for loss in losses), flush=True)
 
 
 if __name__ == "__main__":

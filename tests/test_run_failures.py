@@ -29,6 +29,10 @@ from metrobench.transcripts.records import CaseRecord, ending, ending_kind, read
 IDS = ["MARTA-A-001", "MARTA-A-002", "MARTA-A-003", "MARTA-A-004"]
 DECLINED = chat_payload('{"outcome": "request_declined"}')
 ERROR_BODY = {"error": {"message": "server exploded", "type": "server_error"}}
+#: llama-server's answer to a prompt longer than a slot's context (tools/server/server-context.cpp).
+CONTEXT_BODY = {"error": {"code": 400, "message": "request (3517 tokens) exceeds the available context size "
+                          "(2048 tokens), try increasing it", "type": "exceed_context_size_error",
+                          "n_prompt_tokens": 3517, "n_ctx": 2048}}
 
 
 def cfg(url: str, **kw) -> ModelConfig:
@@ -193,23 +197,30 @@ def test_model_endings_are_recorded_and_the_run_succeeds(root, bench, tmp_path, 
         if user == user_of(bench, IDS[0]):
             return chat_payload("", [tool_call("line_info", {"line": "red"})])  # loops to the budget
         if user == user_of(bench, IDS[1]):
-            return 400, {"error": {"message": "the request exceeds the available context size"}}
+            return 400, {"error": {"code": 400, "message": "tools[3].function.parameters: not an object",
+                                   "type": "invalid_request_error"}}
+        if user == user_of(bench, IDS[2]):
+            return 400, CONTEXT_BODY
         return DECLINED
 
     out = tmp_path / "t.jsonl"
     with FakeOpenAI(script) as api:
         code = main(["run", "--data", str(root), "--system", "marta", "--model-config", fast_config(tmp_path),
-                     "--base-url", f"{api.url}/v1", "--cases", ",".join(IDS[:3]), "--max-rounds", "3",
+                     "--base-url", f"{api.url}/v1", "--cases", ",".join(IDS), "--max-rounds", "3",
                      "--out", str(out)])
     assert code == 0
     captured = capsys.readouterr()
     assert "metrobench: error" not in captured.err
     assert captured.out.rstrip().endswith(
-        "endings: 3 cases: 1 answered, 1 round budget, 1 refused by the endpoint")
-    endings = {r.case_id: (r.meta["ending"], r.meta["ending_kind"], r.meta["retryable"])
-               for r in read_run(out).records}
+        "endings: 4 cases: 1 answered, 1 round budget, 1 refused by the endpoint, 1 over the server's context")
+    records = {r.case_id: r for r in read_run(out).records}
+    endings = {i: (r.meta["ending"], r.meta["ending_kind"], r.meta["retryable"]) for i, r in records.items()}
     assert endings == {IDS[0]: ("round_budget", "model", False), IDS[1]: ("refused", "model", False),
-                       IDS[2]: ("answered", "model", False)}
+                       IDS[2]: ("context", "context", False), IDS[3]: ("answered", "model", False)}
+    over = records[IDS[2]]   # recorded as the reference records any refused request: never an answer
+    assert over.error == "400: " + json.dumps(CONTEXT_BODY) and over.response is None
+    assert over.meta["context"] == {"n_prompt_tokens": 3517, "n_ctx": 2048}
+    assert "context" not in records[IDS[1]].meta
 
 
 def test_records_without_the_new_fields_read_as_before(bench, tmp_path):
@@ -223,6 +234,16 @@ def test_records_without_the_new_fields_read_as_before(bench, tmp_path):
     assert [(ending(r), ending_kind(r)) for r in legacy] == [
         ("answered", "model"), ("round_budget", "model"), ("infrastructure", "infrastructure"),
         ("refused", "model")]
+    # A context overflow: derived from its body where nothing is recorded (a reference result
+    # file); an ending a runner recorded before the kind existed is read as recorded.
+    overflow = "400: " + json.dumps(CONTEXT_BODY)
+    older = "400: " + json.dumps({"error": {"code": 400, "message": "the request exceeds the available "
+                                            "context size, try increasing it", "type": "invalid_request_error"}})
+    assert [(ending(r), ending_kind(r)) for r in (
+        CaseRecord(IDS[0], error=overflow), CaseRecord(IDS[0], error=older),
+        CaseRecord(IDS[0], error=overflow, meta={"ending": "refused", "ending_kind": "model"}),
+        CaseRecord(IDS[0], error="413: " + json.dumps(CONTEXT_BODY)))] == [
+        ("context", "context"), ("context", "context"), ("refused", "model"), ("refused", "model")]
     config = cfg("http://127.0.0.1:9")
     out = tmp_path / "t.jsonl"
     for record in legacy:

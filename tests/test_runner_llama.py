@@ -92,3 +92,40 @@ def test_killing_the_server_mid_run_then_rerunning_loses_and_duplicates_nothing(
     ids = [json.loads(line)["case_id"] for line in lines]
     assert sorted(ids) == sorted(c.id for c in cases) and len(set(ids)) == 4
     assert not any(json.loads(line)["meta"].get("retryable") for line in lines)
+
+
+def test_a_prompt_over_the_servers_context_ends_as_context_and_is_counted(root, tmp_path, capsys):
+    """The vendored llama-server with a 2,048-token context: the first prompt (system prompt and
+    tool schemas, about 3,450 tokens) outgrows it, and each case ends as ``context`` with the
+    server's own counts, scored as the reference scores a refused request, and counted apart in
+    the protocol table."""
+    import yaml
+
+    from metrobench.paper.protocol import model_records, protocol_row
+
+    config = yaml.safe_load(SMOLLM2.read_text())
+    config["serving"]["n_ctx"] = 2048
+    small = tmp_path / "smollm2-135m.yaml"
+    small.write_text(yaml.safe_dump(config))
+    ids = "CTA-A-001,CTA-G-001"
+    runs = tmp_path / "runs"
+    out = runs / "smollm2-135m" / "cta.jsonl"
+    assert main(["bench", "--data", str(root), "--system", "cta", "--model-config", str(small),
+                 "--cases", ids, "--out", str(out), "--server-log", str(tmp_path / "server.log")]) == 0
+    captured = capsys.readouterr()
+    assert "2 cases: 2 over the server's context" in captured.out and "metrobench: error" not in captured.err
+    records = read_run(out).records
+    assert sorted(r.case_id for r in records) == ids.split(",")
+    for r in records:
+        assert (r.meta["ending"], r.meta["ending_kind"], r.meta["retryable"]) == ("context", "context", False)
+        body = json.loads(r.error.removeprefix("400: "))["error"]
+        assert body["type"] == "exceed_context_size_error" and body["n_ctx"] == 2048
+        assert r.meta["context"] == {"n_prompt_tokens": body["n_prompt_tokens"], "n_ctx": 2048}
+        assert body["n_prompt_tokens"] > 2048 and r.response is None and r.messages[-1]["role"] == "user"
+    row = protocol_row("smollm2-135m", model_records(runs, "smollm2-135m"))
+    assert (row["ended_pct"], row["model_error_pct"], row["context_error_pct"], row["infrastructure_error_pct"]) \
+        == (0.0, 0.0, 100.0, 0.0)
+    assert main(["score", "--data", str(root), "--run", str(out), "--out", str(tmp_path / "scores")]) == 0
+    frame = pd.read_parquet(tmp_path / "scores")
+    ran = frame[frame["case_id"].isin(ids.split(","))]
+    assert set(ran["error"]) == {r.error for r in records}   # scored with its error, never as an answer

@@ -236,9 +236,10 @@ def test_protocol_table_from_real_rule_agent_transcripts(root, tmp_path):
     assert frame.to_dict("records") == [
         {"model": "rule-agent", "cases": 78, "executed_call_pct": 100.0,
          "accepted_pct": round(100 * (78 - refused) / 78, 1), "mean_rounds": 0.0, "ended_pct": 100.0,
-         "model_error_pct": 0.0, "infrastructure_error_pct": 0.0},
+         "model_error_pct": 0.0, "context_error_pct": 0.0, "infrastructure_error_pct": 0.0},
         {"model": "rule-agent-teacher", "cases": 78, "executed_call_pct": 100.0, "accepted_pct": 100.0,
-         "mean_rounds": 0.0, "ended_pct": 100.0, "model_error_pct": 0.0, "infrastructure_error_pct": 0.0}]
+         "mean_rounds": 0.0, "ended_pct": 100.0, "model_error_pct": 0.0, "context_error_pct": 0.0,
+         "infrastructure_error_pct": 0.0}]
     assert list(protocol(study(), tmp_path)["model"]) == ["rule-agent", "rule-agent-teacher"]  # every run
     with pytest.raises(Skip, match="protocol: no transcripts .* for ghost"):
         protocol(study(stats={"bootstrap_models": ["rule-agent", "ghost"]}), tmp_path)
@@ -258,18 +259,23 @@ def test_protocol_counts_unread_calls_rounds_and_endings_by_kind(root, tmp_path)
                       tool_calls_made=[], meta={"ending": "infrastructure", "ending_kind": "infrastructure",
                                                           "retryable": True})   # as the runner marks it
     records[2].update(api_rounds=3)
-    records[3].update(api_rounds=2)
+    overflow = {"error": {"code": 400, "message": "request (8301 tokens) exceeds the available context size "
+                          "(8192 tokens), try increasing it", "type": "exceed_context_size_error",
+                          "n_prompt_tokens": 8301, "n_ctx": 8192}}
+    records[3].update(api_rounds=2, response=None, error="400: " + json.dumps(overflow),
+                      meta={"ending": "context", "ending_kind": "context", "retryable": False,
+                            "context": {"n_prompt_tokens": 8301, "n_ctx": 8192}})   # as the runner marks it
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     Path(layout.run_path("rule-agent-teacher", "cta", "all", str(tmp_path))).unlink()
     row = protocol(study(stats={"bootstrap_models": ["rule-agent-teacher"]}), tmp_path).iloc[0].to_dict()
     assert row == {"model": "rule-agent-teacher", "cases": 4, "executed_call_pct": 50.0, "accepted_pct": 50.0,
-                   "mean_rounds": 3.0, "ended_pct": 50.0, "model_error_pct": 25.0,
+                   "mean_rounds": 3.0, "ended_pct": 25.0, "model_error_pct": 25.0, "context_error_pct": 25.0,
                    "infrastructure_error_pct": 25.0}
     script = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "protocol_stats.py"),
                              "--runs", layout.runs_root("all", str(tmp_path)), "--model", "rule-agent-teacher"],
                             capture_output=True, text=True)
     assert script.returncode == 0, script.stderr
-    assert "| rule-agent-teacher | 4 | 50.0 | 50.0 | 3.0 | 50.0 | 25.0 | 25.0 |" in script.stdout
+    assert "| rule-agent-teacher | 4 | 50.0 | 50.0 | 3.0 | 25.0 | 25.0 | 25.0 | 25.0 |" in script.stdout
 
 
 # --- The tables as published (results/tableN.md), on the paper's own numbers ---------------------

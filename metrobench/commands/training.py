@@ -90,8 +90,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     # Before torch is imported: the CUDA allocator reads it once. Expandable segments stop
     # the variable-length batches from fragmenting the memory of a 32 GB card.
     os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    from metrobench.training.host_memory import for_cpu_training
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import train
+
+    for_cpu_training()   # TRL's LM head in small tiles on a CPU, freed activations returned (peak RAM)
 
     recipe = capped_recipe(load_recipe(args.recipe), args.max_steps, args.max_length)
     metrics = train(recipe, Path(args.dataset), Path(args.out), seed=args.seed,

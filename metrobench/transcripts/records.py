@@ -17,12 +17,17 @@ drops the lock when the process ends, however it ends; the empty sidecar stays.
 How a case ended is ``meta["ending"]`` (:data:`ENDINGS`), and its kind
 ``meta["ending_kind"]``: ``"model"`` (the model's own behaviour — an answer,
 the round budget, empty replies, the token limit, a request the endpoint
-refused — recorded and scored) or ``"infrastructure"`` (the endpoint failed:
-unreachable, time-outs, 5xx/429 after retries, a refused key, an unknown model;
-the case is redone by a rerun and the run fails). :func:`ending` and
-:func:`ending_kind` read them, and derive them for records written before the
-fields existed (a ``meta["retryable"]`` record is infrastructure), so old
-transcripts read and score exactly as before.
+refused — recorded and scored), ``"context"`` (the conversation outgrew the
+server's context: llama-server's HTTP 400 ``exceed_context_size_error``; the
+serving configuration's limit, not the model's answer, so counted apart, yet
+recorded and scored as the reference scores it: an error, response null) or
+``"infrastructure"`` (the endpoint failed: unreachable, time-outs, 5xx/429 after
+retries, a refused key, an unknown model; the case is redone by a rerun and the
+run fails). :func:`ending` and :func:`ending_kind` read them, and derive them
+for records written before the fields existed (a ``meta["retryable"]`` record is
+infrastructure; an HTTP 400 whose body says the context was exceeded is
+``context``), so old transcripts read and score exactly as before; an ending
+recorded is never re-derived.
 
 Text is written as UTF-8; a lone surrogate (which JSON can carry but UTF-8
 cannot encode) is written as U+FFFD REPLACEMENT CHARACTER, so no record a model
@@ -52,9 +57,15 @@ MISSING = "missing"
 #: Each ending (``meta["ending"]``) as a count line names it.
 ENDINGS = {"answered": "answered", "round_budget": "round budget", "empty_replies": "empty replies",
            "token_limit": "token limit", "refused": "refused by the endpoint",
-           "infrastructure": "infrastructure (retryable)", "error": "other error", "missing": "missing"}
+           "context": "over the server's context", "infrastructure": "infrastructure (retryable)",
+           "error": "other error", "missing": "missing"}
 #: The kinds of ending (``meta["ending_kind"]``).
-MODEL, INFRASTRUCTURE = "model", "infrastructure"
+MODEL, CONTEXT, INFRASTRUCTURE = "model", "context", "infrastructure"
+#: What an HTTP 400 body says when the prompt outgrew the server's context: llama-server's
+#: error type (tools/server: ``exceed_context_size_error``, with ``n_prompt_tokens`` and
+#: ``n_ctx``) and its two messages, the second from a slot whose cache cannot be shifted.
+CONTEXT_MARKERS = ("exceed_context_size_error", "exceeds the available context size",
+                   "larger than the max context size")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _ERROR_ENDINGS = (("Exhausted ", "round_budget"), ("empty-response", "empty_replies"),
                   ("truncated:", "token_limit"))
@@ -122,14 +133,24 @@ def ending(record: CaseRecord) -> str:
     error = str(record.error)
     if error == MISSING:
         return "missing"
+    if context_exceeded(error):
+        return "context"
     if re.match(r"\d{3}: ", error):
         return "refused"  # an HTTP status the endpoint gave for this case's request
     return next((name for prefix, name in _ERROR_ENDINGS if error.startswith(prefix)), "error")
 
 
+def context_exceeded(error: str) -> bool:
+    """Whether a recorded error (``"<status>: <body>"``) is the server's refusal of a prompt
+    longer than its context: an HTTP 400 naming :data:`CONTEXT_MARKERS`."""
+    return error.startswith("400: ") and any(marker in error for marker in CONTEXT_MARKERS)
+
+
 def ending_kind(record: CaseRecord) -> str:
-    """``"infrastructure"`` (the endpoint failed; redone by a rerun) or ``"model"`` (scored)."""
-    return INFRASTRUCTURE if ending(record) == "infrastructure" else MODEL
+    """``"infrastructure"`` (the endpoint failed; redone by a rerun), ``"context"`` (the
+    prompt outgrew the server's context; scored) or ``"model"`` (scored)."""
+    kind = ending(record)
+    return INFRASTRUCTURE if kind == "infrastructure" else CONTEXT if kind == "context" else MODEL
 
 
 def mark_ending(record: CaseRecord) -> None:

@@ -28,8 +28,11 @@ its kind (:attr:`EndpointError.infrastructure`):
   retries (:mod:`metrobench.agents.runner.replies` says what is malformed),
   401/403 (the key) and 404 (the model, deployment or path). Such a case is
   redone by a rerun; the run fails.
-* model — any other 4xx (a request the endpoint refuses, such as a conversation
-  that outgrew the context): recorded and scored, not redone.
+* model — any other 4xx (a request the endpoint refuses): recorded and scored,
+  not redone. A 400 saying the conversation outgrew the server's context
+  (llama-server's ``exceed_context_size_error``) is marked as such
+  (:attr:`EndpointError.context`: the prompt's tokens and the context, where the
+  body gives them), so the case ends as ``context``, not as the model's doing.
 
 401, 403 and 404 are not retried and stop the run (:attr:`ChatClient.stopped`);
 so does an endpoint that never answered at all. Until the endpoint has answered
@@ -40,6 +43,7 @@ request (and its retries), not one per case: later calls raise :class:`RunStoppe
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from typing import Any
@@ -48,6 +52,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 from metrobench.credentials import scrub
 from metrobench.errors import MetrobenchError
 from metrobench.retry import backoff_delay, retry_after
+from metrobench.transcripts.records import context_exceeded
 from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.replies import (ChatReply, MalformedReply, chat_from_responses,  # noqa: F401
                                               chat_reply, parse_body, responses_reply)
@@ -67,10 +72,14 @@ class EndpointError(Exception):
     request can succeed either (a refused key, an unknown model, a server never reached).
     """
 
-    def __init__(self, message: str, *, infrastructure: bool, stop: str | None = None) -> None:
+    def __init__(self, message: str, *, infrastructure: bool, stop: str | None = None,
+                 context: dict[str, int] | None = None) -> None:
         super().__init__(message)
         self.infrastructure = infrastructure
         self.stop = stop  # why the run cannot go on, for a fatal error
+        #: For a prompt longer than the server's context: ``{"n_prompt_tokens", "n_ctx"}`` as the
+        #: server reported them (empty where it did not); None for any other failure.
+        self.context = context
 
     @property
     def fatal(self) -> bool:
@@ -148,6 +157,25 @@ def responses_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"type": "function", "name": t["function"]["name"],
              "description": t["function"].get("description", ""),
              "parameters": t["function"]["parameters"]} for t in tools]
+
+
+def context_overflow(message: str, body: str) -> dict[str, int] | None:
+    """What a refused request's body says of a prompt over the server's context, or None.
+
+    llama-server answers such a request with HTTP 400 and ``{"error": {"type":
+    "exceed_context_size_error", "message": ..., "n_prompt_tokens": N, "n_ctx": C}}``
+    (``C`` is one slot's context); the counts are kept where the body has them as integers.
+    """
+    if not context_exceeded(message):
+        return None
+    try:
+        error = json.loads(body).get("error")
+    except (ValueError, AttributeError, RecursionError):
+        error = None
+    if not isinstance(error, dict):
+        return {}
+    return {key: error[key] for key in ("n_prompt_tokens", "n_ctx")
+            if isinstance(error.get(key), int) and not isinstance(error.get(key), bool)}
 
 
 class ChatClient:
@@ -311,7 +339,7 @@ class ChatClient:
                 return EndpointError(message, infrastructure=True, stop=why), None
             if status in TRANSIENT or status >= 500:
                 return (EndpointError(message, infrastructure=True) if final else None), retry_after(exc)
-            return EndpointError(message, infrastructure=False), None
+            return EndpointError(message, infrastructure=False, context=context_overflow(message, body)), None
         if isinstance(exc, (openai.APIConnectionError, TimeoutError)):
             message = (f"timeout: no complete reply within {self.cfg.timeout_s:g} s (timeout_s)"
                        if isinstance(exc, (openai.APITimeoutError, TimeoutError))

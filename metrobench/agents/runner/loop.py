@@ -9,8 +9,11 @@ A reply without tool calls ends the case as a plain-text answer (scored, not
 an error). Two consecutive empty replies, a reply cut at the token limit, an
 exhausted budget or an endpoint failure end it with an error. Every record
 says how its case ended (``meta["ending"]`` and ``meta["ending_kind"]``,
-:func:`~metrobench.transcripts.records.mark_ending`): the model's doing, scored,
-or the endpoint's (infrastructure), which a rerun redoes.
+:func:`~metrobench.transcripts.records.mark_ending`): the model's doing, scored;
+a conversation that outgrew the server's context (``context``, scored as the
+reference scores any refused request: the error, response null; the server's
+token counts in ``meta["context"]``); or the endpoint's (infrastructure), which
+a rerun redoes.
 
 Unlike the reference, tool-call arguments that are not valid JSON are fed
 back to the model as a tool error (and recorded) instead of ending the case;
@@ -255,5 +258,10 @@ async def run_case(client: ChatClient, system: SystemData, case: Case, *, model:
         raise
     except EndpointError as exc:
         record.error = str(exc)
-        record.meta["ending"] = "infrastructure" if exc.infrastructure else "refused"
+        if exc.context is not None:  # the conversation outgrew the server's context
+            record.meta["ending"] = "context"
+            if exc.context:
+                record.meta["context"] = exc.context
+        else:
+            record.meta["ending"] = "infrastructure" if exc.infrastructure else "refused"
     return state.finish(start)
