@@ -173,6 +173,8 @@ def environment(workdir: Path, hub_url: str) -> dict[str, str]:
     env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}", HF_ENDPOINT=hub_url,
                HF_HOME=str(workdir / "rehearsal" / "hf-home"), HF_HUB_DISABLE_TELEMETRY="1",
                METROBENCH_CACHE=str(workdir / "rehearsal" / "cache"), TOKENIZERS_PARALLELISM="false")
+    # The paper recipes say cuda_training: true; here their bases are tiny stand-ins, trained on the CPU.
+    env["METROBENCH_ALLOW_CPU_TRAINING"] = "1"   # = `metrobench train --allow-cpu`
     env.pop("HF_HUB_OFFLINE", None)
     return env
 
