@@ -9,7 +9,9 @@ them, lengths that keep >= 95 % of the traces whole). The paper recipes
 render with Qwen3.5's own chat template and their students are served with it
 and thinking on (``template: qwen3.5``); the corrected and CPU recipes keep the
 project's template. Whatever the recipe, an example with no loss token inside
-``max_length`` is never trained.
+``max_length`` is never trained. Every shipped recipe trains its LoRA weights in
+fp32 (``lora_dtype``, the paper's adapters); the 2B-27B ones train on CUDA or
+stop (``cuda_training``).
 """
 
 from __future__ import annotations
