@@ -84,9 +84,10 @@ def test_allow_cpu_trains_a_gpu_recipe_on_the_cpu(no_cuda, loads, tmp_path, monk
 
 
 def test_the_rehearsal_s_jobs_allow_cpu_training(tmp_path):
+    from metrobench.commands.training import ALLOW_CPU_ENV
     from metrobench.rehearsal import environment
 
-    assert environment(tmp_path, "http://127.0.0.1:1")["METROBENCH_ALLOW_CPU_TRAINING"] == "1"
+    assert environment(tmp_path, "http://127.0.0.1:1")[ALLOW_CPU_ENV] == "1"
 
 
 def test_cpu_recipes_and_cuda_machines_pass_the_check(no_cuda, monkeypatch):

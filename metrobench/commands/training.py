@@ -20,6 +20,10 @@ from metrobench.errors import MetrobenchError
 if TYPE_CHECKING:
     from metrobench.training.recipe import Recipe
 
+#: The environment's form of ``metrobench train --allow-cpu``, for a caller that reaches
+#: `metrobench train` through the workflow (the rehearsal sets it in its jobs' environment).
+ALLOW_CPU_ENV = "METROBENCH_ALLOW_CPU_TRAINING"
+
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     for add in (_add_trainset, _add_train, _add_merge, _add_export_gguf, _add_quantize):
@@ -87,11 +91,6 @@ def _add_train(sub: Subparsers[argparse.ArgumentParser]) -> None:
                    help="train a cuda_training recipe (the 2B-27B students) on the CPU when torch sees no CUDA "
                         f"device (the rehearsal, whose bases are tiny stand-ins; also {ALLOW_CPU_ENV}=1)")
     p.set_defaults(func=cmd_train)
-
-
-#: The environment's form of ``metrobench train --allow-cpu``, for a caller that reaches
-#: `metrobench train` through the workflow (the rehearsal sets it in its jobs' environment).
-ALLOW_CPU_ENV = "METROBENCH_ALLOW_CPU_TRAINING"
 
 
 def cmd_train(args: argparse.Namespace) -> int:
