@@ -184,6 +184,8 @@ def environment(workdir: Path, hub_url: str) -> dict[str, str]:
                HF_HOME=str(workdir / "rehearsal" / "hf-home"), HF_HUB_DISABLE_TELEMETRY="1",
                METROBENCH_CACHE=str(workdir / "rehearsal" / "cache"), TOKENIZERS_PARALLELISM="false",
                METROBENCH_LLAMA_BUILDS=str(workdir / BUILDS))
+    # The paper recipes say cuda_training: true; here their bases are tiny stand-ins, trained on the CPU.
+    env["METROBENCH_ALLOW_CPU_TRAINING"] = "1"   # = `metrobench train --allow-cpu`
     env.pop("HF_HUB_OFFLINE", None)
     return env
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -40,3 +41,28 @@ def test_transformers_warms_up_from_a_rate_of_zero():
             schedule.step()
         assert (rates[0] == 0.0) == (ratio > 0), (steps, ratio, rates)
         assert any(rate > 0 for rate in rates) == (math.ceil(ratio * steps) < steps)
+
+
+REPO = Path(__file__).resolve().parents[1]
+GPU_RECIPES = [f"{size}{variant}.yaml" for size in ("2b", "4b", "9b", "27b") for variant in ("", "-corrected")]
+
+
+def test_lora_dtype_is_fp32_unless_a_recipe_says_bf16_and_anything_else_is_one_line(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("size: x\nbase: tiny-qwen3\n")
+    assert load_recipe(path).lora_dtype == "float32"          # the paper's adapters (Table 8)
+    path.write_text("size: x\nbase: tiny-qwen3\nlora_dtype: bfloat16\n")
+    assert load_recipe(path).lora_dtype == "bfloat16"
+    path.write_text("size: x\nbase: tiny-qwen3\nlora_dtype: float8\n")
+    with pytest.raises(MetrobenchError) as caught:
+        load_recipe(path)
+    assert str(caught.value) == f"{path}: field lora_dtype: Input should be 'float32' or 'bfloat16'"
+
+
+def test_the_gpu_recipes_say_fp32_and_cuda_and_the_cpu_recipes_train_anywhere():
+    """The paper sizes and their corrected variants state both keys; tiny and SmolLM2 take the defaults."""
+    for name in GPU_RECIPES:
+        recipe = load_recipe(REPO / "peft" / "recipes" / name)
+        assert (recipe.lora_dtype, recipe.cuda_training) == ("float32", True), name
+    for name in ("tiny.yaml", "tiny-qwen3_5.yaml", "smollm2.yaml", "smollm2-mini.yaml"):
+        assert not load_recipe(REPO / "peft" / "recipes" / name).cuda_training, name

@@ -124,11 +124,12 @@ def _write_json(path: Path, value: dict) -> None:
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
     """Training outputs of the small student: GGUF sizes and train metrics of both seeds."""
-    for seed, gguf, wall, adapter in ((42, 1000, 600.0, 100), (43, 1001, 900.0, 201)):
+    for seed, gguf, wall, adapter, dtype in ((42, 1000, 600.0, 100, "float32"), (43, 1001, 900.0, 201, "bfloat16")):
         folder = tmp_path / "peft" / "small" / f"seed{seed}"
         _write_json(folder / "gguf_sizes.json", {"model-Q4_K_M.gguf": gguf, "model-f16.gguf": 9})
         _write_json(folder / "adapter" / "train_metrics.json",
-                    {"recipe": {"max_length": 2048}, "wall_s": wall, "adapter_bytes": adapter})
+                    {"recipe": {"max_length": 2048}, "wall_s": wall, "adapter_bytes": adapter,
+                     "adapter_params": 25, "adapter_dtypes": [dtype]})
     return tmp_path
 
 
@@ -163,12 +164,19 @@ def test_figure5_plots_each_sizes_gain_against_its_base(cases, results, monkeypa
 
 
 def test_table8_is_the_training_cost_per_size(results):
+    # the seeds' LoRA dtypes differ here (one bf16 run): both are shown; "small" is no paper size
     expected = pd.DataFrame([{"size": "small", "max_seq": 2048, "minutes_per_seed": 12.5,
-                              "adapter_bytes": 150, "q4_k_m_gguf_bytes": 1000, "seeds": 2}])
+                              "adapter_bytes": 150, "adapter_params": 25, "adapter_dtypes": "bfloat16+float32",
+                              "paper_adapter_bytes": None, "q4_k_m_gguf_bytes": 1000, "seeds": 2}])
     pd.testing.assert_frame_equal(table8(study(students=SWEEP), results), expected)  # tiny: not trained
     (results / "peft" / "small" / "seed43" / "adapter" / "train_metrics.json").unlink()
-    assert table8(study(students=SWEEP), results)[["minutes_per_seed", "adapter_bytes", "seeds"]].values.tolist() \
-        == [[10.0, 100, 1]]
+    columns = ["minutes_per_seed", "adapter_bytes", "adapter_dtypes", "seeds"]
+    assert table8(study(students=SWEEP), results)[columns].values.tolist() == [[10.0, 100, "float32", 1]]
+    # a run from before the adapter's parameters and dtypes were recorded: blank, never a guess
+    _write_json(results / "peft" / "small" / "seed42" / "adapter" / "train_metrics.json",
+                {"recipe": {"max_length": 2048}, "wall_s": 600.0, "adapter_bytes": 100})
+    assert table8(study(students=SWEEP), results)[["adapter_params", "adapter_dtypes"]].values.tolist() \
+        == [[None, None]]
     with pytest.raises(Skip, match=r"table8: no training metrics \(tiny/seed42\)"):
         table8(study(students={"tiny": SWEEP["tiny"]}), results)
     with pytest.raises(Skip, match=r"no students"):
@@ -397,7 +405,7 @@ def paper_results(tmp_path: Path) -> Path:
             _write_json(folder / "gguf_sizes.json", {"model-Q4_K_M.gguf": gguf})
             _write_json(folder / "adapter" / "train_metrics.json",
                         {"recipe": {"max_length": 2048 if size == "27b" else 4096}, "wall_s": 60.0 * minutes,
-                         "adapter_bytes": adapter})
+                         "adapter_bytes": adapter, "adapter_params": adapter // 4, "adapter_dtypes": ["float32"]})
     composition = tmp_path / "teacher" / "composition.csv"
     composition.parent.mkdir(parents=True)
     composition.write_text("category,kept,train_cases,coverage_pct,mean_tier1,from_a\n"
@@ -518,7 +526,12 @@ def test_metrobench_tables_writes_each_table_md_with_the_papers_header(paper_res
                                           "seed_spread", "delta_full", "q4_k_m_gguf_bytes"]
     assert (paper_results / "table8.md").read_text().splitlines()[2:] == [
         "| 2B | 4096 | 27 min | 42 MB | 1.2 GB |", "| 4B | 4096 | 63 min | 100 MB | 2.6 GB |",
-        "| 9B | 4096 | 74 min | 150 MB | 5.3 GB |", "| 27B | 2048 | 103 min | 305 MB | 16 GB |"]
+        "| 9B | 4096 | 74 min | 150 MB | 5.3 GB |", "| 27B | 2048 | 103 min | 305 MB | 16 GB |", "",
+        "Adapters (LoRA weights as trained and saved): 2B 10.5 M parameters in float32, 42 MB (paper: 42 MB); "
+        "4B 25.1 M parameters in float32, 100 MB (paper: 100 MB); 9B 37.5 M parameters in float32, 150 MB "
+        "(paper: 150 MB); 27B 76.2 M parameters in float32, 305 MB (paper: 305 MB)."]
+    assert list(csv["table8"].columns) == ["size", "max_seq", "minutes_per_seed", "adapter_bytes", "adapter_params",
+                                          "adapter_dtypes", "paper_adapter_bytes", "q4_k_m_gguf_bytes", "seeds"]
     assert (paper_results / "table7.md").read_text().splitlines()[2:] == [
         "| A | 91 | 91 | 100 % |", "| C | 66 | 92 | 72 % |", "| All | 600 | 717 | 84 % |"]
     table9_md = (paper_results / "table9.md").read_text().splitlines()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -696,3 +697,73 @@ def test_streaming_merge_refuses_what_it_would_mis_merge(cache, tmp_path, settin
     with pytest.raises(MetrobenchError, match=f"adapter_config.json: {message}"):
         merge("tiny-qwen3.5", adapter, tmp_path / "merged")
     assert not (tmp_path / "merged").exists()
+
+
+def _safetensors_header(path: Path) -> tuple[int, dict]:
+    """(header bytes incl. its 8-byte length, the header) of a safetensors file, read as the format defines it."""
+    raw = path.read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    return 8 + length, json.loads(raw[8:8 + length])
+
+
+@pytest.mark.parametrize("dtype, tag, width", [("float32", "F32", 4), ("bfloat16", "BF16", 2)])
+def test_qwen3_5_qlora_adapter_trains_and_saves_in_the_recipe_s_lora_dtype(cache, tmp_path, monkeypatch,
+                                                                           dtype, tag, width):
+    """TRL casts a 4-bit model's LoRA weights to bf16; fp32 recipes (the paper's) get them back before the
+    optimiser is made: its moments, the saved adapter and the metrics are fp32, the file parameters x 4 bytes."""
+    import torch
+    from transformers import TrainerCallback
+
+    import metrobench.training.train as training
+    from metrobench.training.recipe import load_recipe
+
+    recipe = load_recipe(REPO / "peft" / "recipes" / "tiny-qwen3_5.yaml").model_copy(
+        update={"lora_dtype": dtype, "max_length": 1024})
+    assert recipe.load_in_4bit
+    casts = []
+    cast = training.cast_adapters
+    monkeypatch.setattr(training, "cast_adapters", lambda model, d: casts.append(cast(model, d)) or casts[-1])
+    moments = set()
+
+    class Moments(TrainerCallback):
+        def on_step_end(self, args, state, control, optimizer=None, **kwargs):
+            moments.update(str(s[k].dtype) for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq"))
+
+    out = tmp_path / "adapter"
+    metrics = training.train(recipe, _short_examples(tmp_path / "short.jsonl"), out, seed=42, callbacks=[Moments()])
+    # TRL's cast happened (every LoRA A/B of the 4-bit model went to bf16): fp32 restores them all, bf16 keeps them
+    assert (casts[0] > 0) == (dtype == "float32") and metrics["steps"] == 2
+    assert moments == {str(getattr(torch, dtype))}
+    assert metrics["adapter_dtypes"] == [dtype]
+    params = metrics["adapter_params"]
+    assert params > 0 and metrics["adapter_tensor_bytes"] == params * width
+    header_bytes, header = _safetensors_header(out / "adapter_model.safetensors")
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    assert {v["dtype"] for v in tensors.values()} == {tag}
+    assert sum(math.prod(v["shape"]) for v in tensors.values()) == params
+    assert metrics["adapter_bytes"] == (out / "adapter_model.safetensors").stat().st_size == params * width + header_bytes
+    saved = json.loads((out / "train_metrics.json").read_text())
+    assert (saved["adapter_dtypes"], saved["adapter_params"], saved["recipe"]["lora_dtype"]) == ([dtype], params, dtype)
+
+
+def test_the_cpu_recipes_plain_fp32_lora_is_not_touched(cache, tmp_path, monkeypatch):
+    """The demo's and mini-study's recipes (no 4-bit base): TRL leaves their LoRA in fp32, so the cast changes
+    nothing (0 tensors) and they train as before, byte for byte."""
+    import torch
+
+    import metrobench.training.train as training
+    from metrobench.training.base import resolve_base
+    from metrobench.training.recipe import load_recipe
+
+    casts = []
+    cast = training.cast_adapters
+    monkeypatch.setattr(training, "cast_adapters", lambda model, d: casts.append(cast(model, d)) or casts[-1])
+    rows = training.load_examples(_short_examples(tmp_path / "short.jsonl"))
+    for name in ("smollm2.yaml", "smollm2-mini.yaml"):
+        recipe = load_recipe(REPO / "peft" / "recipes" / name)
+        assert not recipe.load_in_4bit and recipe.lora_dtype == "float32"
+        base = resolve_base(recipe.base)
+        trainer = training.build_trainer(recipe, rows, base, training.tokenizer_for(base), tmp_path / name, seed=42)
+        lora = [p for n, p in trainer.model.named_parameters() if "lora_" in n]
+        assert lora and all(p.dtype == torch.float32 for p in lora) and trainer.optimizer is None
+    assert casts == [0, 0]

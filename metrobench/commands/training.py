@@ -20,6 +20,10 @@ from metrobench.errors import MetrobenchError
 if TYPE_CHECKING:
     from metrobench.training.recipe import Recipe
 
+#: The environment's form of ``metrobench train --allow-cpu``, for a caller that reaches
+#: `metrobench train` through the workflow (the rehearsal sets it in its jobs' environment).
+ALLOW_CPU_ENV = "METROBENCH_ALLOW_CPU_TRAINING"
+
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     for add in (_add_trainset, _add_train, _add_merge, _add_export_gguf, _add_quantize):
@@ -83,6 +87,9 @@ def _add_train(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-steps", type=int, help="cap the recipe's optimiser steps (students.<size>.max_steps)")
     p.add_argument("--max-length", type=int,
                    help="cap the recipe's max sequence length in tokens (students.<size>.max_length)")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="train a cuda_training recipe (the 2B-27B students) on the CPU when torch sees no CUDA "
+                        f"device (the rehearsal, whose bases are tiny stand-ins; also {ALLOW_CPU_ENV}=1)")
     p.set_defaults(func=cmd_train)
 
 
@@ -97,8 +104,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     for_cpu_training()   # TRL's LM head in small tiles on a CPU, freed activations returned (peak RAM)
 
     recipe = capped_recipe(load_recipe(args.recipe), args.max_steps, args.max_length)
+    allow_cpu = args.allow_cpu or os.environ.get(ALLOW_CPU_ENV) == "1"
     metrics = train(recipe, Path(args.dataset), Path(args.out), seed=args.seed,
-                    work=Path(args.work) if args.work else None, revision=args.revision)
+                    work=Path(args.work) if args.work else None, revision=args.revision, allow_cpu=allow_cpu)
     def fmt(value) -> str:
         return "n/a" if value is None else f"{value:.4f}"
 

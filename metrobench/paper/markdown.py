@@ -143,9 +143,20 @@ def _minutes(value: float) -> str:
 
 
 def table8(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+    """The paper's columns; below them, per size, the adapter's LoRA parameters and dtype beside the
+    paper's adapter size (where training recorded them)."""
     rows = [[size_label(r["size"]), r["max_seq"], _minutes(float(r["minutes_per_seed"])),
              size_bytes(r["adapter_bytes"]), size_bytes(r["q4_k_m_gguf_bytes"])] for _, r in frame.iterrows()]
-    return grid(TABLE8_HEADER, rows)
+    adapters = []
+    for _, r in frame.iterrows():
+        if _missing(r.get("adapter_params")):
+            continue
+        paper = r.get("paper_adapter_bytes")
+        adapters.append(f"{size_label(r['size'])} {float(r['adapter_params']) / 1e6:.1f} M parameters in "
+                        f"{r.get('adapter_dtypes') or 'unrecorded dtypes'}, {size_bytes(r['adapter_bytes'])}"
+                        + ("" if _missing(paper) else f" (paper: {size_bytes(paper)})"))
+    notes = [f"Adapters (LoRA weights as trained and saved): {'; '.join(adapters)}."] if adapters else []
+    return _with_notes(grid(TABLE8_HEADER, rows), notes)
 
 
 def table9(frame: pd.DataFrame, config: StudyConfig | None) -> str:

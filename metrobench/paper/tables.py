@@ -205,8 +205,26 @@ def table7(results: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False)
 
 
+#: The paper's adapters per size as Table 8 prints them (MB, decimal; /work/shared/paper-tables.md):
+#: fp32 LoRA weights, rank-16 parameters x 4 bytes (305 MB at 27B: ~76 M parameters).
+PAPER_ADAPTER_BYTES = {"2b": 42_000_000, "4b": 100_000_000, "9b": 150_000_000, "27b": 305_000_000}
+
+
+def _adapter_dtypes(metrics: list[dict[str, Any]]) -> str | None:
+    """The LoRA weights' dtypes over the seeds ("float32"; "bfloat16+float32" if they differ); None before
+    training recorded them."""
+    found = sorted({d for m in metrics for d in m.get("adapter_dtypes") or []})
+    return "+".join(found) or None
+
+
 def table8(config: StudyConfig, results: Path) -> pd.DataFrame:
-    """Per size: max sequence length, training time per seed, adapter and Q4_K_M sizes."""
+    """Per size: max sequence length, training time per seed, adapter and Q4_K_M sizes.
+
+    Beside the adapter's bytes on disk (the mean over seeds), its LoRA parameter count and
+    dtypes as training recorded them, and ``paper_adapter_bytes``, the paper's adapter of
+    that size (:data:`PAPER_ADAPTER_BYTES`; empty for a size the paper has not): an fp32
+    adapter is about parameters x 4 bytes, a bf16 one half the paper's.
+    """
     rows, missing = [], []
     for size, spec in config.students.items():
         metrics = []
@@ -222,6 +240,8 @@ def table8(config: StudyConfig, results: Path) -> pd.DataFrame:
         rows.append({"size": size, "max_seq": metrics[0]["recipe"]["max_length"],
                      "minutes_per_seed": round(float(np.mean([m["wall_s"] for m in metrics])) / 60, 1),
                      "adapter_bytes": int(np.mean([m["adapter_bytes"] for m in metrics])),
+                     "adapter_params": metrics[0].get("adapter_params"), "adapter_dtypes": _adapter_dtypes(metrics),
+                     "paper_adapter_bytes": PAPER_ADAPTER_BYTES.get(size),
                      "q4_k_m_gguf_bytes": int(np.mean(sizes)) if sizes else None, "seeds": len(metrics)})
     if not rows:
         raise Skip(f"table8: no training metrics ({', '.join(missing) or 'no students'})")

@@ -9,7 +9,9 @@ them, lengths that keep >= 95 % of the traces whole). The paper recipes
 render with Qwen3.5's own chat template and their students are served with it
 and thinking on (``template: qwen3.5``); the corrected and CPU recipes keep the
 project's template. Whatever the recipe, an example with no loss token inside
-``max_length`` is never trained.
+``max_length`` is never trained. Every shipped recipe trains its LoRA weights in
+fp32 (``lora_dtype``, the paper's adapters); the 2B-27B ones train on CUDA or
+stop (``cuda_training``).
 """
 
 from __future__ import annotations
@@ -65,6 +67,20 @@ class Recipe(BaseModel):
     # (the paper: load_best_model_at_end, metric_for_best_model="eval_loss").
     keep_best: bool = False
     eval_batch_size: int = 1
+    # The dtype of the LoRA A/B weights while training (the optimiser's master weights) and in
+    # the saved adapter. "float32" is the paper's: Table 8's adapters (42 / 100 / 150 / 305 MB
+    # at 2B / 4B / 9B / 27B) are rank-16 parameters x 4 bytes. TRL casts a 4-bit model's
+    # trainable weights to bf16 when it builds the trainer; the trainer casts them back
+    # (metrobench.training.train.cast_adapters) before the optimiser exists. "bfloat16"
+    # keeps TRL's choice (half the adapter's bytes; small updates are lost in bf16).
+    lora_dtype: Literal["float32", "bfloat16"] = "float32"
+    # Whether the recipe trains on a CUDA device only: `metrobench train` then stops in one line,
+    # before the base is loaded, when torch sees no CUDA device (a CPU-only torch, or a driver
+    # older than torch's CUDA needs), instead of training a 2B-27B QLoRA on the host for days.
+    # True in the four paper sizes and their corrected variants; false (the default) in the
+    # CPU recipes (tiny, SmolLM2). `metrobench train --allow-cpu` (the rehearsal, whose bases
+    # are tiny stand-ins) trains such a recipe on the CPU anyway.
+    cuda_training: bool = False
     optim_cuda: str = "paged_adamw_32bit"
     optim_cpu: str = "adamw_torch"
     gradient_checkpointing: bool = True

@@ -23,11 +23,19 @@ is dropped unless the recipe's ``truncation`` is ``paper``; both counts are
 printed and recorded. The seed sets the LoRA
 initialisation, the data order and the train/validation split.
 
+The LoRA weights train and are saved in the recipe's ``lora_dtype`` (fp32 by
+default, as the paper's adapters): TRL casts a 4-bit model's trainable weights
+to bf16 when it builds the trainer, and :func:`cast_adapters` casts them back
+before the optimiser is made (transformers makes it in ``train()``). A recipe
+with ``cuda_training: true`` (the 2B-27B students) stops before anything is
+loaded where torch sees no CUDA device (:func:`require_cuda`), unless the
+caller allows the CPU (``metrobench train --allow-cpu``: the rehearsal).
+
 Checkpoints go to a work folder beside the adapter; a restarted job resumes
 from the newest one. ``train_metrics.json`` beside the adapter records wall
 time, steps, final train and validation loss (and the best checkpoint when
-the recipe keeps it), adapter size and dtype, peak memory, library versions
-and the seed.
+the recipe keeps it), the adapter's bytes on disk, dtypes and parameter
+count, peak memory, library versions and the seed.
 """
 
 from __future__ import annotations
@@ -270,9 +278,83 @@ def sft_config(recipe: Recipe, work: Path, seed: int, cuda: bool, quantized: boo
     )
 
 
+#: The NVIDIA driver (Linux x86_64) a torch built for each CUDA release needs: the driver that
+#: release's toolkit ships with (NVIDIA CUDA Toolkit Release Notes, "CUDA Toolkit and
+#: Corresponding Driver Versions", each release's GA row). Other releases fall back to their
+#: major's floor under CUDA's minor-version compatibility (docs.nvidia.com/deploy/
+#: cuda-compatibility/minor-version-compatibility.html: 13.x >= 580, 12.x >= 525, 11.x >= 450).
+CUDA_DRIVERS = {"13.0": "580.65.06", "12.8": "570.26", "12.6": "560.28.03", "12.4": "550.54.14"}
+CUDA_MAJOR_DRIVERS = {"13": "580", "12": "525", "11": "450"}
+
+
+def driver_needed(cuda: str) -> str:
+    """The Linux driver version a CUDA ``cuda`` (``torch.version.cuda``, e.g. "13.0") build needs, in words."""
+    release = ".".join(cuda.split(".")[:2])
+    if release in CUDA_DRIVERS:
+        return f">= {CUDA_DRIVERS[release]}"
+    major = cuda.split(".")[0]
+    return f">= {CUDA_MAJOR_DRIVERS[major]}" if major in CUDA_MAJOR_DRIVERS else "that supports it"
+
+
+def require_cuda(recipe: Recipe) -> None:
+    """Refuse, in one line, a ``cuda_training`` recipe where torch sees no CUDA device.
+
+    torch from the index is a CUDA build that needs a recent driver; with an older one
+    ``torch.cuda.is_available()`` is false, and training went on, on the host, for a
+    27B QLoRA that takes 103 min a seed on an RTX 5090 (issue 38, item 4). The line names
+    torch's CUDA and the driver it needs; callers that mean the CPU (the rehearsal, whose
+    bases are tiny stand-ins) skip this check (``train(..., allow_cpu=True)``).
+    """
+    import torch
+
+    if not recipe.cuda_training or torch.cuda.is_available():
+        return
+    cuda = torch.version.cuda
+    if cuda is None:
+        why = (f"torch {torch.__version__} is a CPU-only build (torch.version.cuda is None): "
+               "install a CUDA build of torch")
+    else:
+        why = (f"torch {torch.__version__} is built for CUDA {cuda}, which needs an NVIDIA driver "
+               f"{driver_needed(cuda)} on Linux (nvidia-smi shows the installed driver; "
+               "CUDA_VISIBLE_DEVICES must not hide the card)")
+    raise MetrobenchError(f"recipe {recipe.size} trains on CUDA (cuda_training: true), but torch sees no "
+                          f"CUDA device: {why}; or train on the CPU anyway with `metrobench train --allow-cpu`")
+
+
+def cast_adapters(model, dtype: str) -> int:
+    """Every trainable weight of ``model`` (the LoRA A/B matrices) in ``dtype``; how many tensors changed.
+
+    TRL's SFTTrainer casts the trainable weights of a 4-bit model to bf16 when it is
+    built (QLoRA paper's advice; ``trl/trainer/sft_trainer.py``, "When using QLoRA, the
+    PEFT adapter weights are converted to bf16"); the paper's adapters are fp32 (Table 8).
+    Called after the trainer is built and before its optimiser exists (transformers makes
+    it in ``train()``), so the optimiser's master weights and the saved adapter have
+    ``dtype``. A model whose trainable weights already have it (the CPU recipes' plain fp32
+    LoRA) is left untouched: 0.
+    """
+    import torch
+
+    target = getattr(torch, dtype)
+    changed = 0
+    for param in model.parameters():
+        if param.requires_grad and param.dtype != target:
+            param.data = param.data.to(target)
+            changed += 1
+    return changed
+
+
+def adapter_summary(model) -> dict[str, Any]:
+    """The LoRA weights' dtypes, parameter count and bytes in memory (parameters x element size)."""
+    lora = [p for n, p in model.named_parameters() if "lora_" in n]
+    return {"adapter_dtypes": sorted({str(p.dtype).removeprefix("torch.") for p in lora}),
+            "adapter_params": sum(p.numel() for p in lora),
+            "adapter_tensor_bytes": sum(p.numel() * p.element_size() for p in lora)}
+
+
 def build_trainer(recipe: Recipe, rows: list[dict[str, Any]], base_dir: Path, tokenizer, work: Path, *,
                   seed: int, callbacks: list | None = None):
-    """The SFTTrainer of one run: model, LoRA, the seed's train/validation split; nothing trained yet."""
+    """The SFTTrainer of one run: model, LoRA in the recipe's ``lora_dtype``, the seed's train/validation
+    split; nothing trained yet, no optimiser made."""
     import torch
     from datasets import Dataset
     from peft import LoraConfig
@@ -294,16 +376,30 @@ def build_trainer(recipe: Recipe, rows: list[dict[str, Any]], base_dir: Path, to
         raise MetrobenchError(f"recipe {recipe.size}: none of {recipe.target_modules} in the base model")
     lora = LoraConfig(r=recipe.lora_r, lora_alpha=recipe.lora_alpha, lora_dropout=recipe.lora_dropout,
                       target_modules=targets, task_type="CAUSAL_LM")
-    return SFTTrainer(model=model, args=sft_config(recipe, work, seed, cuda, quantized),
-                      train_dataset=split["train"], eval_dataset=split["test"],
-                      processing_class=tokenizer, peft_config=lora, callbacks=callbacks)
+    trainer = SFTTrainer(model=model, args=sft_config(recipe, work, seed, cuda, quantized),
+                         train_dataset=split["train"], eval_dataset=split["test"],
+                         processing_class=tokenizer, peft_config=lora, callbacks=callbacks)
+    if trainer.optimizer is not None:   # transformers makes it in train(); a cast after would be lost to it
+        raise MetrobenchError("the trainer made its optimiser before the LoRA weights were cast to "
+                              f"{recipe.lora_dtype}: this transformers/TRL is not supported")
+    changed = cast_adapters(trainer.model, recipe.lora_dtype)
+    if changed:
+        print(f"LoRA weights: {changed} tensors cast back to {recipe.lora_dtype} (lora_dtype) after TRL's cast",
+              flush=True)
+    return trainer
 
 
 def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | None = None,
-          callbacks: list | None = None, revision: str | None = None) -> dict[str, Any]:
-    """Train the adapter into ``out``; returns (and writes) the run's metrics."""
+          callbacks: list | None = None, revision: str | None = None, allow_cpu: bool = False) -> dict[str, Any]:
+    """Train the adapter into ``out``; returns (and writes) the run's metrics.
+
+    A ``cuda_training`` recipe without a CUDA device stops first (:func:`require_cuda`)
+    unless ``allow_cpu``.
+    """
     import torch
 
+    if not allow_cpu:
+        require_cuda(recipe)
     start = time.perf_counter()
     out, work = Path(out), Path(work) if work else Path(out).with_name(Path(out).name + ".work")
     rows = load_examples(dataset)
@@ -324,8 +420,6 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
     tokenizer.save_pretrained(str(out))
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     adapter_bytes = sum(p.stat().st_size for p in out.glob("adapter_model*"))
-    adapter_dtypes = sorted({str(p.dtype).removeprefix("torch.") for n, p in trainer.model.named_parameters()
-                             if "lora_" in n})
     peak = (torch.cuda.max_memory_allocated() if cuda
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     metrics = {
@@ -337,7 +431,7 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
         "final_train_loss": losses[-1] if losses else None,
         "mean_train_loss": result.training_loss, "val_loss": evaluation.get("eval_loss"),
         "best_checkpoint": trainer.state.best_model_checkpoint, "best_val_loss": trainer.state.best_metric,
-        "adapter_bytes": adapter_bytes, "adapter_dtypes": adapter_dtypes, "peak_memory_bytes": peak,
+        "adapter_bytes": adapter_bytes, **adapter_summary(trainer.model), "peak_memory_bytes": peak,
         "device": "cuda" if cuda else "cpu", "resumed_from": resumed,
         "wall_s": round(time.perf_counter() - start, 1), "versions": _versions(),
         "recipe": recipe.model_dump(),
