@@ -93,9 +93,9 @@ def test_a_json_block_is_dropped_neither_a_call_nor_text(server):
 
     Qwen3.5's parser (``common/parsers/qwen3-coder.cpp``) reads the content up to ``<tool_call>``
     and then only ``<function=...>`` calls; what it cannot read is cut. Neither runner can
-    recover the call from the text (it is not there): the reference's runner would end the
-    case on this reply (an empty answer, retried as an empty round; with reasoning, a final
-    answer with a null response), and so does the project's.
+    recover the call from the text (it is not there): both take the reply as one without a
+    call (spec §6.6: empty, it is retried as an empty round; with reasoning beside it, it is
+    the final answer with a null response, or moves on to the next user turn).
     """
     message, finish = reply_to(server, JSON_CALL)
     assert finish == "stop" and not message.get("tool_calls") and message.get("content") == ""
