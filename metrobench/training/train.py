@@ -97,7 +97,11 @@ def encode(tokenizer, row: dict[str, Any], recipe: Recipe) -> dict[str, list[int
 
 
 def trainable(rows: list[dict[str, Any]], tokenizer, recipe: Recipe) -> list[dict[str, Any]]:
-    """The rows training uses under ``recipe`` (see :func:`metrobench.training.tokens.keep`), with a printed count."""
+    """The rows training uses under ``recipe`` (see :func:`metrobench.training.tokens.keep`), with a printed count.
+
+    The rows come back in the recipe's ``tool_call_format`` (:mod:`metrobench.training.hermes`),
+    so :func:`encode` renders what was measured.
+    """
     from metrobench.training.hermes import formatted
     from metrobench.training.tokens import keep, measure, report
 
