@@ -62,6 +62,11 @@ class Recipe(BaseModel):
     # (no thinking block, served with thinking off), or "qwen3.5", Qwen3.5's own (its
     # <function=...> call format, <think> blocks, served with thinking on), as the paper did.
     template: Literal["metrobench", "qwen3.5"] = "metrobench"
+    # How assistant tool calls enter the training text (metrobench/training/hermes.py):
+    # "native", as structured calls the template renders in its own syntax, or "hermes-json",
+    # as the reference's prepare_data.py wrote them (the paper recipes): <tool_call> JSON
+    # blocks as the assistant's content, its own text and reasoning dropped.
+    tool_call_format: Literal["native", "hermes-json"] = "native"
     val_fraction: float = 0.05
     # Evaluate every save_steps and end on the checkpoint with the lowest eval_loss
     # (the paper: load_best_model_at_end, metric_for_best_model="eval_loss").

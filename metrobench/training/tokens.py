@@ -23,7 +23,12 @@ spans; ``text``: every kept token, the paper's setting) and its
 ``tool_schemas`` whether the schemas are rendered (the paper's traces had
 none); the report says, per recipe, what share of the kept tokens is trained
 on and what share of those are assistant tokens. Each recipe is counted with
-its own chat template (``template``: the project's or Qwen3.5's).
+its own chat template (``template``: the project's or Qwen3.5's) and its own
+``tool_call_format``: under ``hermes-json`` the examples are first rewritten as
+the reference's ``prepare_data.py`` wrote them
+(:func:`metrobench.training.hermes.formatted`, which also leaves out the
+examples it discarded, counted in the report), so the report measures the
+text that ``metrobench train`` trains on.
 """
 
 from __future__ import annotations
@@ -98,6 +103,8 @@ class TokenReport:
     length_max: int
     first_loss_min: int | None
     first_loss_median: float | None
+    tool_call_format: str = "native"
+    discarded: int = 0      # examples the tool-call format discards before any is measured (hermes-json)
 
     def line(self) -> str:
         """The summary line (its wording is what the issue and the README quote)."""
@@ -109,7 +116,10 @@ class TokenReport:
                 f"trained, {self.zero_loss} with no loss token, {self.zero_assistant} with no assistant token; "
                 f"length median {self.length_median:.0f}, max {self.length_max}; first assistant token min "
                 f"{self.first_loss_min}, median {self.first_loss_median}; trained on (loss tokens / kept tokens) "
-                f"{100 * self.loss_fraction:.1f} %, of which assistant {100 * self.assistant_fraction:.1f} %")
+                f"{100 * self.loss_fraction:.1f} %, of which assistant {100 * self.assistant_fraction:.1f} %"
+                + ("" if self.tool_call_format == "native" else
+                   f"; tool calls as {self.tool_call_format} text, {self.discarded} examples discarded "
+                   "(an assistant turn with neither calls nor text)"))
 
 
 def keep(example: ExampleTokens, max_length: int, truncation: str, loss: str = "assistant") -> bool:
@@ -120,7 +130,7 @@ def keep(example: ExampleTokens, max_length: int, truncation: str, loss: str = "
 
 
 def report(recipe: str, max_length: int, truncation: str, measured: list[ExampleTokens],
-           loss: str = "assistant") -> TokenReport:
+           loss: str = "assistant", *, tool_call_format: str = "native", discarded: int = 0) -> TokenReport:
     kept = [m for m in measured if keep(m, max_length, truncation, loss)]
     firsts = [m.spans[0][0] for m in measured if m.spans]
     fractions = [m.loss_tokens(max_length, loss) / min(m.length, max_length) for m in kept]
@@ -135,7 +145,8 @@ def report(recipe: str, max_length: int, truncation: str, measured: list[Example
         assistant_fraction=statistics.fmean(assistant) if assistant else 0.0,
         length_median=statistics.median(lengths), length_max=max(lengths),
         first_loss_min=min(firsts) if firsts else None,
-        first_loss_median=statistics.median(firsts) if firsts else None)
+        first_loss_median=statistics.median(firsts) if firsts else None,
+        tool_call_format=tool_call_format, discarded=discarded)
 
 
 def load_tokenizer(spec: str, template: str = "metrobench"):
@@ -166,21 +177,26 @@ def recipe_reports(recipes: list[Path], examples: list[dict[str, Any]], *,
                    tokenizer: str | None = None) -> list[TokenReport]:
     """One report per recipe file (named by its stem), each with its base's tokenizer unless ``tokenizer`` is given.
 
-    Recipes sharing a tokenizer and template are measured once: rendering ~700 long traces is
-    the slow part, and each recipe's view is only arithmetic on those spans.
+    Recipes sharing a tokenizer, template, schema setting and tool-call format are measured
+    once: rendering ~700 long traces is the slow part, and each recipe's view is only
+    arithmetic on those spans.
     """
+    from metrobench.training.hermes import formatted
     from metrobench.training.recipe import load_recipe
 
     tokenizers: dict[tuple[str, str], Any] = {}
-    cache: dict[tuple[str, str, bool], list[ExampleTokens]] = {}
+    cache: dict[tuple[str, str, bool, str], tuple[list[ExampleTokens], int]] = {}
     out = []
     for path in recipes:
         recipe = load_recipe(path)
         source = (tokenizer or recipe.base, recipe.template)
         if source not in tokenizers:
             tokenizers[source] = load_tokenizer(*source)
-        key = (*source, recipe.tool_schemas)
+        key = (*source, recipe.tool_schemas, recipe.tool_call_format)
         if key not in cache:
-            cache[key] = [measure(tokenizers[source], e, tool_schemas=recipe.tool_schemas) for e in examples]
-        out.append(report(Path(path).stem, recipe.max_length, recipe.truncation, cache[key], recipe.loss))
+            rows, discarded = formatted(examples, recipe.tool_call_format)
+            cache[key] = ([measure(tokenizers[source], e, tool_schemas=recipe.tool_schemas) for e in rows], discarded)
+        measured, discarded = cache[key]
+        out.append(report(Path(path).stem, recipe.max_length, recipe.truncation, measured, recipe.loss,
+                          tool_call_format=recipe.tool_call_format, discarded=discarded))
     return out

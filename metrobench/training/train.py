@@ -105,11 +105,18 @@ def encode(tokenizer, row: dict[str, Any], recipe: Recipe) -> dict[str, list[int
 
 
 def trainable(rows: list[dict[str, Any]], tokenizer, recipe: Recipe) -> list[dict[str, Any]]:
-    """The rows training uses under ``recipe`` (see :func:`metrobench.training.tokens.keep`), with a printed count."""
+    """The rows training uses under ``recipe`` (see :func:`metrobench.training.tokens.keep`), with a printed count.
+
+    The rows come back in the recipe's ``tool_call_format`` (:mod:`metrobench.training.hermes`),
+    so :func:`encode` renders what was measured.
+    """
+    from metrobench.training.hermes import formatted
     from metrobench.training.tokens import keep, measure, report
 
+    rows, discarded = formatted(rows, recipe.tool_call_format)   # the reference's call text (hermes-json)
     measured = [measure(tokenizer, r, tool_schemas=recipe.tool_schemas) for r in rows]
-    summary = report(recipe.size, recipe.max_length, recipe.truncation, measured, recipe.loss)
+    summary = report(recipe.size, recipe.max_length, recipe.truncation, measured, recipe.loss,
+                     tool_call_format=recipe.tool_call_format, discarded=discarded)
     kept = [r for r, m in zip(rows, measured) if keep(m, recipe.max_length, recipe.truncation, recipe.loss)]
     dropped_cut = len(rows) - len(kept) - summary.zero_loss   # the rest of what keep() refused
     print(summary.line())
