@@ -17,7 +17,7 @@ from metrobench.footprint.architectures import arch_of, quant_of, table_arch
 from metrobench.footprint.disk import study_disk
 from metrobench.footprint.fit import GpuNeed, check_study, study_needs
 from metrobench.footprint.serving import cache_type, cells, serving_estimate
-from metrobench.footprint.training import ASSUMED, estimate, recipe_estimate
+from metrobench.footprint.training import ASSUMED, estimate, measured, recipe_estimate, recipe_measured
 from metrobench.plan import Row, render
 from metrobench.study import context_problem, load_study
 
@@ -153,6 +153,21 @@ def test_the_training_estimate_is_the_benchmark_scripts():
     capped = recipe_estimate(str(REPO / "peft/recipes/27b.yaml"), max_length=256)
     assert capped["total"] < parts["total"]
     assert recipe_estimate(str(REPO / "peft/recipes/smollm2.yaml")) is None
+
+
+def test_a_training_job_is_held_to_the_gpu_kits_measurement_where_it_is_above_the_estimate(monkeypatch):
+    # 27B paper recipe: the kit measured 24.77 GiB with bf16 LoRA weights; fp32 adds 4 bytes
+    # for each of its 79,691,776 LoRA parameters (weight and gradient): 25.07 GiB, above the
+    # estimate's 24.8 GB (23.1 GiB).
+    assert recipe_measured(str(REPO / "peft/recipes/27b.yaml")) == pytest.approx(24.77 + 79_691_776 * 4 / 2**30)
+    assert measured("27b", 2048, 2, "bfloat16") == 24.77
+    assert measured("27b", 2048, 1) is None and measured("tiny", 2048, 2) is None
+    assert recipe_measured(str(REPO / "peft/recipes/27b.yaml"), max_length=256) is None   # another shape
+    monkeypatch.chdir(REPO)
+    training = {n.name: n for n in study_needs(load_study([PAPER])) if n.job == "training"}
+    assert training["27b"].gib == pytest.approx(25.07, abs=0.005)
+    assert "estimate 23.1 GiB, measured 25.1 GiB (GPU kit, H200)" in training["27b"].detail
+    assert training["9b"].gib == pytest.approx(15.43, abs=0.005)
 
 
 def _inline(n_ctx, parallel=2) -> dict:

@@ -49,8 +49,9 @@ def serving_need(study: StudyConfig, model: str, lock: LockFile | None) -> GpuNe
 
 
 def training_need(study: StudyConfig, size: str) -> GpuNeed | None:
-    """A student size's training estimate on the GPU (None when the study trains on the CPU)."""
-    from metrobench.footprint.training import recipe_estimate
+    """A student size's training need on the GPU (None when the study trains on the CPU): the
+    larger of the estimate and the GPU kit's measurement of the same shape."""
+    from metrobench.footprint.training import recipe_estimate, recipe_measured
 
     if not study.cuda_training or size not in study.students:
         return None
@@ -59,7 +60,12 @@ def training_need(study: StudyConfig, size: str) -> GpuNeed | None:
     if parts is None:
         return None
     gib = parts["total"] * GB / GIB
-    return GpuNeed("training", size, gib, detail=f"QLoRA {student.recipe}: {parts['total']:.1f} GB")
+    detail = f"QLoRA {student.recipe}: estimate {gib:.1f} GiB"
+    seen = recipe_measured(student.recipe, student.max_length)
+    if seen is not None:
+        detail += f", measured {seen:.1f} GiB (GPU kit, H200)"
+        gib = max(gib, seen)
+    return GpuNeed("training", size, gib, detail=detail)
 
 
 def fits(study: StudyConfig, need: GpuNeed) -> bool | None:

@@ -14,6 +14,8 @@ context and allocator slack. :data:`ASSUMED` holds the Qwen3.5 sizes' text confi
 recipe's sequence length and micro-batch (a student's ``max_length`` cap applied).
 
 An estimate, not a measurement; ``benchmarks/memory_plan.py`` prints it as a table.
+:data:`MEASURED_GIB` holds what the GPU kit measured for the same shapes on a GPU
+(:func:`measured`); the plan holds a job to the larger of the two.
 """
 
 from __future__ import annotations
@@ -35,6 +37,15 @@ ASSUMED: dict[str, dict[str, Any]] = {
 #: The recipes' (seq, micro-batch): paper (as published) and corrected.
 RECIPES = {"paper": {"2b": (4096, 2), "4b": (4096, 2), "9b": (4096, 2), "27b": (2048, 2)},
            "corrected": {s: (7168, 1) for s in ASSUMED}}
+#: Peak GPU memory in use (GiB: the device's total less its lowest free, CUDA context and paged
+#: optimiser included) that ``scripts/gpu-kit/run.sh`` measured per (size, seq, micro-batch):
+#: random weights at the real widths, two optimiser steps, the PyTorch gated-delta path, LoRA
+#: weights in bf16 (TRL's cast, before ``lora_dtype``), with the LoRA parameters it trained. The
+#: estimate above is 7-28 % lower. (27B paper with the LoRA weights cast to fp32: 24.81 GiB.)
+MEASURED_GIB = {("2b", 4096, 2): (5.84, 10_911_744), ("4b", 4096, 2): (9.89, 21_233_664),
+                ("9b", 4096, 2): (15.32, 29_097_984), ("27b", 2048, 2): (24.77, 79_691_776),
+                ("27b", 7168, 1): (29.23, 79_691_776)}
+MEASURED_ON = "GPU kit, NVIDIA H200, 2026-12-04 (benchmarks/recorded/gpu-kit-h200-2026-12-04)"
 PARTS = ("nf4_weights", "embeddings_head_bf16", "lora_adam", "activations", "loss_tiles", "cuda_context")
 
 
@@ -89,3 +100,29 @@ def recipe_estimate(recipe_path: str, max_length: int | None = None) -> dict[str
         return None
     seq = min(recipe.max_length, max_length) if max_length else recipe.max_length
     return estimate(cfg, seq, recipe.batch_size, recipe.lora_r)
+
+
+def measured(size: str, seq: int, batch: int, lora_dtype: str = "float32", rank: int = 16) -> float | None:
+    """The GPU kit's measured peak (GiB) for this shape, or None where it measured none.
+
+    The kit's LoRA weights were bf16; a ``float32`` recipe adds two bytes a LoRA parameter for the
+    weight and two for its gradient (the Adam moments were fp32 either way): an upper bound, as
+    the kit's own fp32 run at 27B peaked only 0.04 GiB higher.
+    """
+    key = size_key(size)
+    seen = MEASURED_GIB.get((key, seq, batch)) if key else None
+    if seen is None or rank != 16:
+        return None
+    gib, lora = seen
+    return gib + (lora * 4 if lora_dtype == "float32" else 0) / 2**30
+
+
+def recipe_measured(recipe_path: str, max_length: int | None = None) -> float | None:
+    """A student recipe's measured peak (GiB, :func:`measured`), or None where none was measured."""
+    from metrobench.training.recipe import load_recipe
+
+    recipe = load_recipe(recipe_path)
+    if not recipe.load_in_4bit:
+        return None
+    seq = min(recipe.max_length, max_length) if max_length else recipe.max_length
+    return measured(recipe.size, seq, recipe.batch_size, recipe.lora_dtype, recipe.lora_r)
