@@ -15,8 +15,14 @@ check fails, i.e. when the configured study cannot run here. The checks:
   one its name says (``bNNNN`` reports build NNNN), and where its rows put layers
   on the GPU a GPU backend that lists a device (``--list-devices``);
 * torch, the CUDA device and its free memory, the bitsandbytes backend;
-* free RAM and free disk against what the configured plan needs (:func:`plan_needs`:
-  the streaming merge's peak, and the students' bases, merged folders and GGUFs);
+* free RAM against what the configured plan needs (:func:`plan_needs`: the streaming
+  merge's peak), and free disk against every file the config can fetch and write, served
+  GGUFs included (:func:`check_plan_disk`, :mod:`metrobench.footprint.disk`);
+* each GPU job's memory estimate against the configured card (``gpu``), and that card
+  against the device torch sees (:func:`check_gpu_fit`, :mod:`metrobench.footprint`);
+* the installed Python packages against the locked stack (``constraints/stack.txt``,
+  :func:`check_stack`), the gated-delta path the students will train on and its cost
+  (:func:`check_training_path`), and the plan's peak RAM against the machine's;
 * API keys of the configured hosted models and judge — the names only, never a value;
 * the benchmark root and its pinned SHA-256 digests;
 * the study config itself: one that does not validate is a failure, reported

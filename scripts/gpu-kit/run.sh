@@ -75,7 +75,7 @@ cat "$OUT/imports.txt"
 # name | cap seconds (GPU) | cap seconds (CPU) | arguments of real_width_qlora.py
 STEPS=(
   "layer-27b-torch|60|60|--layer --size 27b --seq 2048 --batch 2 --gated-delta torch"
-  "layer-27b-fast|90|60|--layer --size 27b --seq 2048 --batch 2"
+  "layer-27b-fast|150|60|--layer --size 27b --seq 2048 --batch 2"
   "27b-paper|150|90|--size 27b --recipe peft/recipes/27b.yaml"
   "27b-corrected|150|90|--size 27b --recipe peft/recipes/27b-corrected.yaml"
   "27b-paper-lora-other|120|90|--size 27b --recipe peft/recipes/27b.yaml --lora-dtype other"
