@@ -581,7 +581,41 @@ def _gated_delta(base: str) -> bool:
     return re.search(r"qwen3(\.[5-9]|_5)", base, re.IGNORECASE) is not None
 
 
-def check_training_path(needs: StudyNeeds, path_of=None, cuda: bool | None = None) -> list[Check]:
+#: Triton releases with which flash-linear-attention 0.6.0 refuses its gated backward on Hopper
+#: (compute capability 9.x: "produces incorrect results for gated chunk_bwd_dqkwg", fla #640).
+#: Met by the GPU kit on an H200 (benchmarks/recorded/gpu-kit-h200-2026-12-04).
+FLA_BAD_TRITON_ON_HOPPER = ((3, 4, 0), (3, 7, 1))
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+def fla_refusal(capability: tuple[int, int] | None, triton: str | None) -> str | None:
+    """Why flash-linear-attention will stop at the first backward on this GPU, or None."""
+    if capability is None or capability[0] != 9 or not triton:
+        return None
+    low, high = FLA_BAD_TRITON_ON_HOPPER
+    if not low <= _version_tuple(triton) < high:
+        return None
+    return (f"flash-linear-attention refuses its gated backward on Hopper GPUs with Triton {triton} "
+            f"(>= 3.4.0 and < 3.7.1): install triton>=3.7.1 or tilelang, or uninstall the kernels "
+            "to train on the PyTorch path")
+
+
+def _gpu_and_triton() -> tuple[tuple[int, int] | None, str | None]:
+    import torch
+
+    capability = tuple(torch.cuda.get_device_capability(0)) if torch.cuda.is_available() else None
+    try:
+        triton = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        triton = None
+    return capability, triton
+
+
+def check_training_path(needs: StudyNeeds, path_of=None, cuda: bool | None = None,
+                        gpu_and_triton=None) -> list[Check]:
     """Which gated-delta path the students' training takes, and what it costs.
 
     The path is :func:`metrobench.training.train.gated_delta_path`'s (the line ``metrobench
@@ -609,6 +643,10 @@ def check_training_path(needs: StudyNeeds, path_of=None, cuda: bool | None = Non
     if not needs.gpu_training:
         return [Check("ok", "training path", f"{who}: gated-delta layers on the {path} (CPU-sized students: "
                       "the kernels would not matter)")]
+    if path.startswith("flash-linear-attention") and cuda:
+        refused = fla_refusal(*(gpu_and_triton or _gpu_and_triton)())
+        if refused:
+            return [Check("FAIL", "training path", f"{who}: {refused}")]
     if kernels and cuda:
         return [Check("ok", "training path", f"{who}: gated-delta layers on the {path}: about {paper} "
                       "(RTX 5090) as the plan assumes")]

@@ -117,6 +117,21 @@ def test_training_path_and_its_cost_for_the_paper_students(monkeypatch):
     assert half.status == "warn" and "chunk loop" not in half.detail and "slower than" in half.detail
 
 
+def test_fla_on_hopper_with_a_triton_it_refuses_fails_before_the_run(monkeypatch):
+    # What the GPU kit met on an H200: fla 0.6.0 stops at the first backward with Triton 3.4-3.7.0.
+    monkeypatch.chdir(REPO)
+    needs = doctor.study_needs(load_study(["config/config.yaml"]))
+    fast = "flash-linear-attention + causal-conv1d kernels"
+    [hopper] = doctor.check_training_path(needs, path_of=lambda: fast, cuda=True,
+                                          gpu_and_triton=lambda: ((9, 0), "3.6.0"))
+    assert hopper.status == "FAIL" and "Triton 3.6.0 (>= 3.4.0 and < 3.7.1)" in hopper.detail
+    for gpu, triton in [((9, 0), "3.7.1"), ((12, 0), "3.6.0"), ((9, 0), "3.3.1+git1234"), ((9, 0), None)]:
+        [check] = doctor.check_training_path(needs, path_of=lambda: fast, cuda=True,
+                                             gpu_and_triton=lambda: (gpu, triton))
+        assert check.status == "ok", (gpu, triton)
+    assert doctor.fla_refusal((9, 0), "3.4.0+cu130") is not None
+
+
 def test_training_path_of_the_cpu_studies_needs_no_kernels(monkeypatch):
     monkeypatch.chdir(REPO)
     [demo] = doctor.check_training_path(doctor.study_needs(load_study(["config/demo.yaml"])))
