@@ -296,14 +296,17 @@ def build_gpu_check(name: str, binary: Path, strict: list[str], allowed: list[st
 
 def check_named_builds(study: StudyConfig | None) -> list[Check]:
     """Each llama.cpp build the config serves rows on (``serving.build``): installed, the version its
-    name says, and a GPU backend where its rows put layers on the GPU."""
-    from metrobench.agents.llama_builds import config_builds
+    name says, a GPU backend where its rows put layers on the GPU, and for the build the students
+    are served on, its converter and llama-quantize (``export.converter: serving``)."""
+    from metrobench.agents.llama_builds import config_builds, student_converter_build
     from metrobench.agents.serving import named_build
+    from metrobench.training.export import build_tools
 
     if study is None:
         return []
     try:
         builds = config_builds(study)
+        converter = student_converter_build(study)
     except MetrobenchError as exc:
         return [Check("FAIL", "named builds", str(exc))]
     checks = []
@@ -318,6 +321,13 @@ def check_named_builds(study: StudyConfig | None) -> list[Check]:
         gpu = build_gpu_check(name, binary, use.strict_gpu_rows,
                               [r for r in use.gpu_rows if r not in use.strict_gpu_rows])
         checks += [gpu] if gpu else []
+        if name == converter:
+            try:
+                tools = build_tools(name)
+                checks.append(Check("ok", f"build {name} export", f"converts and quantises the students: "
+                                                                  f"{tools.converter}, {tools.quantizer}"))
+            except MetrobenchError as exc:
+                checks.append(Check("FAIL", f"build {name} export", str(exc)))
     return checks
 
 

@@ -23,7 +23,9 @@
    then ``snakemake --report``;
 6. a summary: the wall time of each phase, per stage the jobs and seconds
    Snakemake's ``benchmark:`` files under ``results/benchmarks/`` recorded, and
-   the builds the runs' serving records name (a run on no named build fails it).
+   the builds the runs' serving records name (a run on no named build fails it), and
+   the llama.cpp that converted and quantised each student (``gguf_sizes.json``: the
+   build that serves it, else the rehearsal fails).
 
 Exit status: 0 when every target and the report were written; else the failing
 phase's status, with one ``metrobench: error:`` line naming it and its log.
@@ -46,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from metrobench import layout
+from metrobench.agents.llama_builds import student_converter_build
 from metrobench.errors import MetrobenchError
 from metrobench.study import load_study, merge_sources, read_sources
 
@@ -281,6 +284,16 @@ def served_builds(results: Path) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def converted_by(results: Path) -> dict[str, str]:
+    """Per student seed folder (``peft/<size>/seed<n>``), the llama.cpp its ``gguf_sizes.json`` names."""
+    import json
+
+    from metrobench.training.export import LLAMA_CPP_KEY
+
+    return {str(path.parent.relative_to(results)): json.loads(path.read_text()).get(LLAMA_CPP_KEY) or "-"
+            for path in sorted(results.glob("peft/*/seed*/gguf_sizes.json"))}
+
+
 def targets_of(workdir: Path) -> tuple[Any, dict[str, int], list[str]]:
     """The merged study, the stand-ins' ports (x-rehearsal) and every report target."""
     paths = [workdir / PAPER, workdir / OVERLAY]
@@ -331,10 +344,18 @@ def rehearse(workdir: Path, data: Path, cores: int) -> str:
     builds = served_builds(workdir / "results")
     if not any(label != "default" for label in builds):
         raise PhaseFailed(1, "rehearsal: no run's serving record names a named llama.cpp build")
+    students = converted_by(workdir / "results")
+    converter = student_converter_build(study)
+    wrong = [seed for seed, made in students.items() if converter and not made.startswith(f"{converter} ")]
+    if not students or wrong:
+        raise PhaseFailed(1, f"rehearsal: {wrong[0]} was not converted by the build that serves it ({converter}): "
+                             f"{students[wrong[0]]}" if wrong else "rehearsal: no student GGUF was made")
     return "\n".join([summary(phases, stage_times(workdir / "results" / "benchmarks"), answered),
                       "rehearsal: the named builds (doctor's checks):", checked,
                       "rehearsal: builds the runs' serving records name (work transcripts):",
-                      *[f"  {n:6d}  {label}" for label, n in builds.items()]])
+                      *[f"  {n:6d}  {label}" for label, n in builds.items()],
+                      "rehearsal: the llama.cpp that converted and quantised each student (gguf_sizes.json):",
+                      *[f"  {seed}: {made}" for seed, made in students.items()]])
 
 
 def main(argv: list[str] | None = None) -> int:

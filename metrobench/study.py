@@ -148,6 +148,15 @@ class Trainset(Section):
         90, description="a teacher trace is kept at this Tier 1 or above")
 
 
+class Export(Section):
+    converter: Literal["serving", "vendored"] = Field(
+        "serving", description="which llama.cpp converts and quantises a student: `serving`, the build it "
+                               "is served on (student_serving.serving.build: its converter, llama-quantize "
+                               "and a load check on its llama-server), else the vendored tree as without a "
+                               "build; `vendored`, the vendored tree (or llama_cpp_checkout) always, for a "
+                               "build that cannot convert the architecture")
+
+
 class Student(Section):
     base_model: str = Field(description="the configured model the student is compared with (Table 4)")
     recipe: str = Field(description="the training recipe (peft/recipes/*.yaml)")
@@ -304,6 +313,7 @@ class StudyConfig(Section):
     students: dict[StudentSize, Student] = Field({}, description="student size -> base, recipe, seeds")
     llama_cpp_checkout: str | None = Field(None, description="llama.cpp checkout whose converter makes GGUFs "
                                                              "(default: the installed llama-cpp-python's)")
+    export: Export = Field(Export(), description="GGUF conversion and quantisation of the students")
     peft_temporary: bool = Field(False, description="merged folders and f16 GGUFs are deleted once quantised")
     cuda_training: bool = Field(False, description="train in the CUDA env (workflow/envs/train-cuda.yaml)")
     train_threads: int | None = Field(None, ge=1, description="cores a training job holds (empty: all; a GPU "

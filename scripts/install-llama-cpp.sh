@@ -20,8 +20,10 @@
 #
 # A named build, for the rows that ask for one (`serving.build: b8642` in a model row: the
 # paper served its rows on b8642 and b10398): give a llama.cpp checkout at that tag and the
-# name, and only its llama-server is built, into VENV's llama_cpp/lib/builds/NAME/ beside the
-# default one (the bindings and the converter stay the vendored tree's):
+# name, and its llama-server and llama-quantize are built, into VENV's llama_cpp/lib/builds/NAME/
+# beside the default one, with the tree's GGUF converter (convert_hf_to_gguf.py, conversion/,
+# gguf-py/ in NAME/convert/), so a student served on NAME is converted and quantised by NAME
+# too (metrobench/training/export.py; the bindings stay the vendored tree's):
 #   LLAMA_CPP_SOURCE=~/src/llama.cpp LLAMA_CPP_BUILD=b8642 scripts/install-llama-cpp.sh .venv
 # (`make builds` does this for every build the config names, cloning the tag when no checkout
 # is given: metrobench/agents/llama_builds.py). Its build folder is keyed by the source tree
@@ -88,10 +90,17 @@ install_named_build() {
     "$CMAKE" --build "$build" --config Release -j "$JOBS" --target llama-server
     touch "$build/.built"
   fi
+  if [[ ! -x "$build/bin/llama-quantize" ]]; then   # a build made before the quantiser was installed
+    "$CMAKE" --build "$build" --config Release -j "$JOBS" --target llama-quantize
+  fi
   # Into $METROBENCH_LLAMA_BUILDS when set (the rehearsal's own folder), else beside the default.
   dest="${METROBENCH_LLAMA_BUILDS:-$libdir/builds}/$name"
   rm -rf "$dest.partial" && mkdir -p "$dest.partial"
-  cp -a "$build"/bin/*.so* "$build/bin/llama-server" "$dest.partial/"
+  cp -a "$build"/bin/*.so* "$build/bin/llama-server" "$build/bin/llama-quantize" "$dest.partial/"
+  # The tree's converter, as it is at this build (older trees have no conversion/ folder).
+  mkdir -p "$dest.partial/convert"
+  cp -a "$tree/convert_hf_to_gguf.py" "$tree/gguf-py" "$dest.partial/convert/"
+  [[ -d "$tree/conversion" ]] && cp -a "$tree/conversion" "$dest.partial/convert/"
   # The record `metrobench doctor` and the serving record read: what the build is (a tag, or the
   # vendored tree under a name), its commit and its CMake arguments.
   "$PY" - "$dest.partial/metrobench-build.json" "$name" "$tag" "$source" "$commit" "$VERSION" \
@@ -99,7 +108,8 @@ install_named_build() {
 import json, sys
 path, name, tag, source, commit, version, extra, *args = sys.argv[1:]
 record = {"name": name, "tag": tag or None, "source": source, "commit": commit or None,
-          "llama_cmake_args": extra, "cmake_args": args}
+          "llama_cmake_args": extra, "cmake_args": args,
+          "converter": "convert/convert_hf_to_gguf.py", "quantizer": "llama-quantize"}
 if source == "vendored":
     record["llama_cpp_python"] = version
 with open(path, "w") as fh:
@@ -140,7 +150,7 @@ if [[ ! -f "$BUILD/.built" ]]; then
   echo "== building llama.cpp (llama-cpp-python $VERSION) in $BUILD with $JOBS jobs:"
   echo "   ${ARGS[*]}"
   "$CMAKE" -S "$SRC/vendor/llama.cpp" -B "$BUILD" "${ARGS[@]}"
-  "$CMAKE" --build "$BUILD" --config Release -j "$JOBS" --target llama ggml mtmd llama-server
+  "$CMAKE" --build "$BUILD" --config Release -j "$JOBS" --target llama ggml mtmd llama-server llama-quantize
   touch "$BUILD/.built"
 fi
 

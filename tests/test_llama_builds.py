@@ -31,6 +31,7 @@ from metrobench.cli import main
 from metrobench.doctor import check_named_builds
 from metrobench.errors import MetrobenchError
 from metrobench.study import load_study
+from metrobench.training.export import build_tools
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER, OVERLAY, DEMO = (REPO / "config" / n for n in ("config.yaml", "rehearsal.yaml", "demo.yaml"))
@@ -50,6 +51,9 @@ def upstream(tmp_path):
     work = tmp_path / "llama.cpp"
     (work / "tools" / "server").mkdir(parents=True)
     (work / "tools" / "server" / "server.cpp").write_text("int main() {}\n")
+    (work / "gguf-py" / "gguf").mkdir(parents=True)                  # the converter, as an old tree has it:
+    (work / "gguf-py" / "gguf" / "__init__.py").write_text("")       # no conversion/ folder
+    (work / "convert_hf_to_gguf.py").write_text("# llama.cpp's converter\n")
     git("init", "-q", "-b", "master", str(work))
     for i in (1, 2, 3):
         (work / "CMakeLists.txt").write_text(f"project(llama.cpp) # {i}\n")
@@ -171,6 +175,7 @@ cat > "$build/bin/llama-server" <<EOF
 echo "version: 0.5.0-dev (build ${number:-1}, commit ${commit:-unknown})" >&2
 EOF
 chmod +x "$build/bin/llama-server"
+printf '#!/bin/sh\necho "usage: llama-quantize" >&2\n' > "$build/bin/llama-quantize"; chmod +x "$build/bin/llama-quantize"
 """
 
 
@@ -200,6 +205,12 @@ def test_make_builds_builds_each_named_build_from_its_tag_once(upstream, tmp_pat
     assert server_build(binary) == {"version": "0.5.0-dev", "build": 2, "commit": tagged[:8], "tag": "b2",
                                     "name": "b2"}
     assert gpu_libraries(binary.parent) == ["CUDA"]
+    tools = build_tools("b2")        # the students' converter and quantiser are the serving build's
+    assert (tools.server, tools.quantizer) == (binary, binary.parent / "llama-quantize")
+    assert (tools.converter / "convert_hf_to_gguf.py").read_text() == "# llama.cpp's converter\n"
+    assert (tools.converter / "gguf-py" / "gguf" / "__init__.py").is_file()
+    assert not (tools.converter / "conversion").exists()
+    assert tools.describe() == f"b2 (commit {tagged[:12]})"
     assert [c.status for c in check_named_builds(load_study([config]))] == ["ok", "ok"]  # CUDA; devices not listed
     assert (tmp_path / "cmake.log").read_text().split() == ["configure", "build"]
     assert llama_builds.main(args) == 0                                  # installed from its tag: nothing to do

@@ -124,6 +124,10 @@ def test_the_rehearsal_writes_every_paper_target(tmp_path, root, capsys):
         assert (tmp_path / "rehearsal" / "results" / target).exists(), target
     assert "time per stage" in out.out and "peft train" in out.out and "anthropic messages (judge)" in out.out
     assert "b8642 is the vendored tree" in out.out and "b8642 (the vendored tree, build" in out.out
+    # every student converted, quantised and load-checked by the build that serves it (issue 39)
+    made = rehearsal.converted_by(tmp_path / "rehearsal" / "results")
+    assert len(made) == 9 and all(m.startswith("b8642 (the vendored llama.cpp of llama-cpp-python ")
+                                  for m in made.values()), made
     assert not (REPO / "results-rehearsal").exists() or os.environ.get("CI_KEEP")
 
 

@@ -126,7 +126,8 @@ def results(tmp_path: Path) -> Path:
     """Training outputs of the small student: GGUF sizes and train metrics of both seeds."""
     for seed, gguf, wall, adapter, dtype in ((42, 1000, 600.0, 100, "float32"), (43, 1001, 900.0, 201, "bfloat16")):
         folder = tmp_path / "peft" / "small" / f"seed{seed}"
-        _write_json(folder / "gguf_sizes.json", {"model-Q4_K_M.gguf": gguf, "model-f16.gguf": 9})
+        _write_json(folder / "gguf_sizes.json", {"model-Q4_K_M.gguf": gguf, "model-f16.gguf": 9,
+                                                 "llama_cpp": "b8642 (commit 1a2b3c4d5e6f)"})
         _write_json(folder / "adapter" / "train_metrics.json",
                     {"recipe": {"max_length": 2048}, "wall_s": wall, "adapter_bytes": adapter,
                      "adapter_params": 25, "adapter_dtypes": [dtype]})
@@ -167,7 +168,8 @@ def test_table8_is_the_training_cost_per_size(results):
     # the seeds' LoRA dtypes differ here (one bf16 run): both are shown; "small" is no paper size
     expected = pd.DataFrame([{"size": "small", "max_seq": 2048, "minutes_per_seed": 12.5,
                               "adapter_bytes": 150, "adapter_params": 25, "adapter_dtypes": "bfloat16+float32",
-                              "paper_adapter_bytes": None, "q4_k_m_gguf_bytes": 1000, "seeds": 2}])
+                              "paper_adapter_bytes": None, "q4_k_m_gguf_bytes": 1000,
+                              "gguf_llama_cpp": "b8642 (commit 1a2b3c4d5e6f)", "seeds": 2}])
     pd.testing.assert_frame_equal(table8(study(students=SWEEP), results), expected)  # tiny: not trained
     (results / "peft" / "small" / "seed43" / "adapter" / "train_metrics.json").unlink()
     columns = ["minutes_per_seed", "adapter_bytes", "adapter_dtypes", "seeds"]
@@ -177,6 +179,10 @@ def test_table8_is_the_training_cost_per_size(results):
                 {"recipe": {"max_length": 2048}, "wall_s": 600.0, "adapter_bytes": 100})
     assert table8(study(students=SWEEP), results)[["adapter_params", "adapter_dtypes"]].values.tolist() \
         == [[None, None]]
+    # GGUFs quantised before the llama.cpp was recorded: blank
+    for seed in (42, 43):
+        _write_json(results / "peft" / "small" / f"seed{seed}" / "gguf_sizes.json", {"model-Q4_K_M.gguf": 1000})
+    assert table8(study(students=SWEEP), results)["gguf_llama_cpp"].tolist() == [None]
     with pytest.raises(Skip, match=r"table8: no training metrics \(tiny/seed42\)"):
         table8(study(students={"tiny": SWEEP["tiny"]}), results)
     with pytest.raises(Skip, match=r"no students"):

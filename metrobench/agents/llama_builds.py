@@ -83,6 +83,19 @@ def config_builds(study: StudyConfig) -> dict[str, BuildUse]:
     return dict(sorted(builds.items()))
 
 
+def student_converter_build(study: StudyConfig) -> str | None:
+    """The named build that converts and quantises the students: ``student_serving``'s build under
+    ``export.converter: serving`` (the default), else None (the vendored tree or ``llama_cpp_checkout``)."""
+    from metrobench.agents.runner.config import study_model_config
+
+    if study.export.converter != "serving" or not study.students or study.student_serving is None:
+        return None
+    serving = study_model_config("student", study.student_serving).serving
+    if serving is None or serving.binary:
+        return None
+    return serving.build
+
+
 def work_dir() -> Path:
     """The install script's work folder (``$LLAMA_CPP_WORK``, else ``build/llama.cpp`` in the checkout)."""
     return Path(os.environ.get("LLAMA_CPP_WORK") or REPO / "build" / "llama.cpp")

@@ -159,15 +159,25 @@ def _add_export_gguf(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("export-gguf", help="convert a merged model to GGUF f16 (llama.cpp's converter)")
     p.add_argument("--model", required=True, help="merged model folder")
     p.add_argument("--out", required=True, help="GGUF file")
-    p.add_argument("--llama-cpp", help="llama.cpp checkout (default: the llama-cpp-python source)")
+    _add_llama_cpp(p)
     p.set_defaults(func=cmd_export_gguf)
 
 
-def cmd_export_gguf(args: argparse.Namespace) -> int:
-    from metrobench.training.export import convert_to_gguf
+def _add_llama_cpp(p: argparse.ArgumentParser) -> None:
+    """Which llama.cpp converts and quantises: the two commands take the same choice."""
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--build", help="a named llama.cpp build (make builds): its converter, llama-quantize and "
+                                       "llama-server (the load check)")
+    which.add_argument("--llama-cpp", help="llama.cpp checkout whose converter is used (default: the "
+                                           "llama-cpp-python source)")
 
-    out = convert_to_gguf(Path(args.model), Path(args.out), checkout=args.llama_cpp)
-    print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+
+def cmd_export_gguf(args: argparse.Namespace) -> int:
+    from metrobench.training.export import build_tools, convert_to_gguf
+
+    build = build_tools(args.build) if args.build else None
+    out = convert_to_gguf(Path(args.model), Path(args.out), checkout=args.llama_cpp, build=build)
+    print(f"wrote {out} ({out.stat().st_size:,} bytes) with {build.describe() if build else 'the vendored converter'}")
     return 0
 
 
@@ -177,15 +187,18 @@ def _add_quantize(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--kind", default="Q4_K_M")
     p.add_argument("--binary", help="a llama-quantize executable (default: llama_cpp's function)")
-    p.add_argument("--sizes", help="write both files' sizes (bytes) to this JSON")
+    p.add_argument("--sizes", help="write both files' sizes (bytes), and the llama.cpp that made them, to this JSON")
+    _add_llama_cpp(p)
     p.set_defaults(func=cmd_quantize)
 
 
 def cmd_quantize(args: argparse.Namespace) -> int:
-    from metrobench.training.export import quantize, record_sizes
+    from metrobench.training.export import build_tools, quantize, record_sizes, vendored_description
 
-    out = quantize(Path(args.gguf), Path(args.out), kind=args.kind, binary=args.binary)
+    build = build_tools(args.build) if args.build else None
+    out = quantize(Path(args.gguf), Path(args.out), kind=args.kind, binary=args.binary, build=build)
+    made_by = build.describe() if build else vendored_description(args.llama_cpp)
     if args.sizes:
-        record_sizes({Path(args.gguf).name: Path(args.gguf), out.name: out}, Path(args.sizes))
-    print(f"wrote {out} ({out.stat().st_size:,} bytes)")
+        record_sizes({Path(args.gguf).name: Path(args.gguf), out.name: out}, Path(args.sizes), made_by)
+    print(f"wrote {out} ({out.stat().st_size:,} bytes) with {made_by}")
     return 0

@@ -154,6 +154,19 @@ def _gguf_size(results: Path, size: str, seed: int) -> int | None:
     return json.loads(path.read_text()).get(layout.QUANTIZED_GGUF)
 
 
+def _made_by(results: Path, size: str, seeds: list[int]) -> str | None:
+    """Which llama.cpp converted and quantised a size's GGUFs (``gguf_sizes.json``), over its seeds."""
+    from metrobench.training.export import LLAMA_CPP_KEY
+
+    found = []
+    for seed in seeds:
+        path = Path(layout.gguf_sizes(size, seed, str(results)))
+        made = json.loads(path.read_text()).get(LLAMA_CPP_KEY) if path.is_file() else None
+        if made and made not in found:
+            found.append(made)
+    return " + ".join(found) or None
+
+
 def _published(cases: Cases, config: StudyConfig) -> dict[str, float | None] | None:
     """Size -> held-out Tier 1 of the paper's released student (None: not scored); None: none configured."""
     named = {size: spec.published for size, spec in config.students.items() if spec.published}
@@ -223,7 +236,8 @@ def table8(config: StudyConfig, results: Path) -> pd.DataFrame:
     Beside the adapter's bytes on disk (the mean over seeds), its LoRA parameter count and
     dtypes as training recorded them, and ``paper_adapter_bytes``, the paper's adapter of
     that size (:data:`PAPER_ADAPTER_BYTES`; empty for a size the paper has not): an fp32
-    adapter is about parameters x 4 bytes, a bf16 one half the paper's.
+    adapter is about parameters x 4 bytes, a bf16 one half the paper's. ``gguf_llama_cpp`` says
+    which llama.cpp converted and quantised the GGUFs (the build that serves them, by default).
     """
     rows, missing = [], []
     for size, spec in config.students.items():
@@ -242,7 +256,8 @@ def table8(config: StudyConfig, results: Path) -> pd.DataFrame:
                      "adapter_bytes": int(np.mean([m["adapter_bytes"] for m in metrics])),
                      "adapter_params": metrics[0].get("adapter_params"), "adapter_dtypes": _adapter_dtypes(metrics),
                      "paper_adapter_bytes": PAPER_ADAPTER_BYTES.get(size),
-                     "q4_k_m_gguf_bytes": int(np.mean(sizes)) if sizes else None, "seeds": len(metrics)})
+                     "q4_k_m_gguf_bytes": int(np.mean(sizes)) if sizes else None,
+                     "gguf_llama_cpp": _made_by(results, size, spec.seeds), "seeds": len(metrics)})
     if not rows:
         raise Skip(f"table8: no training metrics ({', '.join(missing) or 'no students'})")
     return pd.DataFrame(rows)

@@ -13,10 +13,17 @@ about one tensor and its fp32 delta at every model size (~2 GB at 27B,
 transformers). The weights equal transformers + PEFT's merge tensor for tensor.
 Only plain LoRA on linear layers is merged; DoRA, trained biases, extra trained
 modules and the like stop with one line. llama.cpp's
-``convert_hf_to_gguf.py`` turns that into a GGUF f16; it comes from a
-configured llama.cpp checkout, or from the llama-cpp-python source distribution
-of the installed version (fetched once with pip and cached). Quantisation uses
-``llama_cpp.llama_model_quantize`` or a configured ``llama-quantize`` binary.
+``convert_hf_to_gguf.py`` turns that into a GGUF f16. Where the student is served
+on a named llama.cpp build (``student_serving.serving.build``, config
+``export.converter: serving``, the default), that build converts, quantises with
+its own ``llama-quantize`` and loads the result in its own ``llama-server``
+(:func:`build_tools`; ``make builds`` installs all three): one llama.cpp from GGUF
+to server, as the paper's students were, and a file the server cannot read stops
+at the quantise rule. Otherwise the converter comes from a configured llama.cpp
+checkout, or from the llama-cpp-python source distribution of the installed
+version (fetched once with pip and cached), and quantisation uses
+``llama_cpp.llama_model_quantize``. Which llama.cpp did each is recorded beside
+the sizes (``gguf_sizes.json``, Table 8).
 
 Two Qwen3.5 facts shape this module. transformers drops Qwen3.5's ``mtp.*``
 (multi-token prediction) weights on load, yet the merged ``config.json`` keeps
@@ -317,6 +324,54 @@ def merge(base: str, adapter: Path, out: Path, revision: str | None = None) -> P
     return Path(out)
 
 
+@dataclass(frozen=True)
+class BuildTools:
+    """A named llama.cpp build's converter folder, ``llama-quantize`` and ``llama-server``, as
+    ``scripts/install-llama-cpp.sh`` installed them (``make builds``), with its record."""
+
+    name: str
+    converter: Path
+    quantizer: Path
+    server: Path
+    record: dict[str, Any]
+
+    def describe(self) -> str:
+        """``b8642 (commit 1a2b3c4d5e6f)``; the vendored tree under a name says so."""
+        if self.record.get("source") == "vendored":
+            return f"{self.name} (the vendored llama.cpp of llama-cpp-python {self.record.get('llama_cpp_python')})"
+        commit = self.record.get("commit")
+        return f"{self.name} (commit {commit[:12]})" if commit else self.name
+
+
+def build_tools(name: str) -> BuildTools:
+    """The named build's tools; one line saying how to install them when they are not there."""
+    from metrobench.agents.serving import named_build
+
+    server = named_build(name)          # not installed: the `make builds` hint
+    folder = server.parent
+    converter, quantizer = folder / "convert", folder / "llama-quantize"
+    if not (converter / "convert_hf_to_gguf.py").is_file() or not os.access(quantizer, os.X_OK):
+        raise MetrobenchError(f"llama.cpp build {name} in {folder} has no converter or llama-quantize (installed "
+                              f"before they were): reinstall it with `make builds FORCE=1`, or set "
+                              f"export.converter: vendored to convert with the vendored llama.cpp")
+    try:
+        record = json.loads((folder / "metrobench-build.json").read_text())
+    except (OSError, ValueError):
+        record = {}
+    return BuildTools(name, converter, quantizer, server, record)
+
+
+def vendored_description(checkout: str | None = None) -> str:
+    """What converts and quantises without a named build: a checkout, or the bindings' own llama.cpp."""
+    if checkout:
+        return f"llama.cpp checkout {checkout}"
+    try:
+        version = importlib.metadata.version("llama_cpp_python")
+    except importlib.metadata.PackageNotFoundError:
+        version = "?"
+    return f"the vendored llama.cpp of llama-cpp-python {version}"
+
+
 def installed_build_source(version: str) -> Path | None:
     """The llama.cpp tree scripts/install-llama-cpp.sh built the installed bindings from, if still there."""
     from metrobench.agents.serving import llama_build_info
@@ -396,17 +451,26 @@ def converter_flags(model_dir: Path, source: Path) -> list[str]:
     return ["--no-mtp"]
 
 
-def convert_to_gguf(model_dir: Path, out: Path, *, checkout: str | None = None, outtype: str = "f16") -> Path:
-    """``convert_hf_to_gguf.py`` on a merged model folder (``--no-mtp`` where the model needs it)."""
-    source = llama_cpp_source(checkout)
+def convert_to_gguf(model_dir: Path, out: Path, *, checkout: str | None = None, outtype: str = "f16",
+                    build: BuildTools | None = None) -> Path:
+    """``convert_hf_to_gguf.py`` on a merged model folder (``--no-mtp`` where the model needs it):
+    the named ``build``'s converter when given, else :func:`llama_cpp_source`'s."""
+    source = build.converter if build else llama_cpp_source(checkout)
+    fallback = (f" (llama.cpp build {build.name}'s converter; export.converter: vendored converts with the "
+                f"vendored llama.cpp instead)") if build else ""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source / "gguf-py"), str(source),
                                                        os.environ.get("PYTHONPATH", "")]))
+    try:
+        flags = converter_flags(model_dir, source)
+    except MetrobenchError as exc:
+        raise MetrobenchError(f"{exc}{fallback}") from None
     with atomic_path(out) as tmp:
         done = subprocess.run([sys.executable, str(source / "convert_hf_to_gguf.py"), str(model_dir),
-                               "--outfile", str(tmp), "--outtype", outtype, *converter_flags(model_dir, source)],
+                               "--outfile", str(tmp), "--outtype", outtype, *flags],
                               capture_output=True, text=True, env=env)
         if done.returncode != 0 or not tmp.is_file():
-            raise MetrobenchError(f"convert_hf_to_gguf.py failed on {model_dir}:\n{done.stderr.strip()[-1500:]}")
+            raise MetrobenchError(f"convert_hf_to_gguf.py failed on {model_dir}{fallback}:\n"
+                                  f"{done.stderr.strip()[-1500:]}")
     return Path(out)
 
 
@@ -442,9 +506,38 @@ def check_generates(gguf: Path, *, timeout: float = 600.0) -> str:
     return done.stdout.strip()
 
 
+def check_serves(gguf: Path, build: BuildTools, *, timeout: float = 600.0) -> None:
+    """Start ``build``'s llama-server on ``gguf`` (CPU, 256 tokens) and have it generate one token.
+
+    The server that will serve the student reads the file: a header or tensor type it does not
+    know stops here with its own log lines, not at the student's first run.
+    """
+    import httpx
+
+    from metrobench.agents.serving import ServerConfig, llama_server
+
+    cfg = ServerConfig(model_path=Path(gguf), binary=str(build.server), n_ctx=256, parallel=1,
+                       flash_attn=False, n_gpu_layers=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "server.log"
+        try:
+            with llama_server(cfg, log_path=log, startup_timeout=timeout) as base:
+                reply = httpx.post(f"{base}/completions", json={"prompt": "Hello", "max_tokens": 1,
+                                                               "temperature": 0}, timeout=timeout)
+        except MetrobenchError as exc:
+            raise MetrobenchError(f"{gguf} does not load in llama.cpp build {build.name}'s llama-server: "
+                                  f"{exc}") from None
+        if reply.status_code != 200 or not reply.json().get("choices"):
+            raise MetrobenchError(f"{gguf}: llama.cpp build {build.name}'s llama-server loaded it but did not "
+                                  f"generate (HTTP {reply.status_code}): {reply.text[:300]}")
+
+
 def quantize(gguf: Path, out: Path, *, kind: str = "Q4_K_M", binary: str | None = None,
-             check: bool = True) -> Path:
-    """Quantise a GGUF (``llama_model_quantize``, or a ``llama-quantize`` binary), then check it generates."""
+             check: bool = True, build: BuildTools | None = None) -> Path:
+    """Quantise a GGUF, then check it generates: with the named ``build``'s ``llama-quantize`` and
+    llama-server when given, else ``llama_model_quantize`` (or a ``llama-quantize`` ``binary``)
+    and the bindings."""
+    binary = str(build.quantizer) if build else binary
     with atomic_path(out) as tmp:
         if binary:
             done = subprocess.run([binary, str(gguf), str(tmp), kind], capture_output=True, text=True)
@@ -452,8 +545,11 @@ def quantize(gguf: Path, out: Path, *, kind: str = "Q4_K_M", binary: str | None 
                 raise MetrobenchError(f"{binary} failed: {done.stderr.strip()[-800:]}")
         else:
             _quantize_in_process(gguf, tmp, kind)
-        if check:
-            check_generates(tmp)     # before the rename: a broken file never gets the output's name
+        if check:            # before the rename: a broken file never gets the output's name
+            if build:
+                check_serves(tmp, build)
+            else:
+                check_generates(tmp)
     return Path(out)
 
 
@@ -469,8 +565,14 @@ def _quantize_in_process(gguf: Path, out: Path, kind: str) -> None:
         raise MetrobenchError(f"quantising {gguf} to {kind} failed")
 
 
-def record_sizes(paths: dict[str, Path], out: Path) -> dict[str, int]:
-    """File sizes in bytes (Table 8), written as JSON."""
-    sizes = {name: Path(p).stat().st_size for name, p in paths.items()}
+#: The key of ``gguf_sizes.json`` that says which llama.cpp converted and quantised the files.
+LLAMA_CPP_KEY = "llama_cpp"
+
+
+def record_sizes(paths: dict[str, Path], out: Path, llama_cpp: str | None = None) -> dict[str, Any]:
+    """File sizes in bytes (Table 8), and which llama.cpp made them, written as JSON."""
+    sizes: dict[str, Any] = {name: Path(p).stat().st_size for name, p in paths.items()}
+    if llama_cpp:
+        sizes[LLAMA_CPP_KEY] = llama_cpp
     write_text(out, json.dumps(sizes, indent=2) + "\n")
     return sizes

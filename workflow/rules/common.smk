@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from metrobench import layout
+from metrobench.agents.llama_builds import student_converter_build
 from metrobench.errors import MetrobenchError
 from metrobench.footprint.fit import check_study
 from metrobench.hub.lock import lock_problems, read_lock
@@ -193,6 +194,16 @@ def run_command(wildcards, input, output):
         f" --work {paths.work_path(w.model, w.system)} --out {output}"
         f" --server-log {RUN_LOG.format(**w)}.server.log{gpu_flag()}"
     )
+
+
+def llama_cpp_flag():
+    """Which llama.cpp converts and quantises the students: `--build B`, the build they are served
+    on (config export.converter: serving), else `--llama-cpp C` (llama_cpp_checkout), else none
+    (the vendored tree)."""
+    build = student_converter_build(STUDY)
+    if build:
+        return f"--build {build}"
+    return f"--llama-cpp {STUDY.llama_cpp_checkout}" if STUDY.llama_cpp_checkout else ""
 
 
 def gpu_flag():

@@ -61,13 +61,9 @@ rule gguf:
     conda:
         "../envs/train.yaml"
     params:
-        checkout=(
-            f"--llama-cpp {STUDY.llama_cpp_checkout}"
-            if STUDY.llama_cpp_checkout
-            else ""
-        ),
+        llama_cpp=llama_cpp_flag(),
     shell:
-        "metrobench export-gguf --model {input} --out {output} {params.checkout} > {log} 2>&1"
+        "metrobench export-gguf --model {input} --out {output} {params.llama_cpp} > {log} 2>&1"
 
 
 rule quantize:
@@ -80,5 +76,8 @@ rule quantize:
         "logs/peft/{size}/seed{seed}/quantize.log",
     conda:
         "../envs/train.yaml"
+    params:
+        llama_cpp=llama_cpp_flag(),
     shell:
-        "metrobench quantize --gguf {input} --out {output.gguf} --sizes {output.sizes} > {log} 2>&1"
+        "metrobench quantize --gguf {input} --out {output.gguf} --sizes {output.sizes}"
+        " {params.llama_cpp} > {log} 2>&1"
