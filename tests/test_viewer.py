@@ -129,6 +129,32 @@ def test_site_of_real_runs(runs, root, tmp_path, capsys):
     assert capsys.readouterr().err.strip().endswith("no scores of model nobody (scored: rule-agent, tampered)")
 
 
+def test_view_never_replaces_a_folder_it_did_not_write(runs, tmp_path, capsys):
+    base, _ = runs
+    args = ["view", "--runs", str(base / "runs"), "--scores", str(base / "scores"), "--model", "rule-agent"]
+    # `--out` naming the results themselves: refused, every run and score kept
+    before = sorted(p.relative_to(base) for p in base.rglob("*"))
+    assert main([*args, "--out", str(base)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"metrobench: error: {base}: not empty and not a site `metrobench view` wrote (no "
+                   ".metrobench-view in it): the site replaces its folder whole, so give a new or empty "
+                   "folder; nothing was changed")
+    assert sorted(p.relative_to(base) for p in base.rglob("*")) == before
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("mine")
+    assert main([*args, "--out", str(notes)]) == 2 and (notes / "todo.txt").read_text() == "mine"
+    assert main([*args, "--out", str(notes / "todo.txt")]) == 2
+    assert "--out must be a folder" in capsys.readouterr().err
+    # a new folder, an empty one, and its own site again (rebuilt whole) are fine
+    site, empty = tmp_path / "site", tmp_path / "empty"
+    empty.mkdir()
+    assert main([*args, "--out", str(empty)]) == 0 and (empty / ".metrobench-view").is_file()
+    assert main([*args, "--out", str(site)]) == 0
+    (site / "stale.html").write_text("old page")
+    assert main([*args, "--out", str(site)]) == 0 and not (site / "stale.html").exists()
+
+
 def test_site_of_a_reference_result_json(runs, root, tmp_path):
     base, _ = runs
     run = read_run(base / "runs" / "rule-agent" / "marta.jsonl")

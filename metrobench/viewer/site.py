@@ -2,7 +2,10 @@
 
 The site is written to a temporary folder beside ``out`` and swapped into
 place at the end, so an interrupted build never leaves a half-written site
-and a rebuild drops pages of cases no longer viewed. Model names and case ids
+and a rebuild drops pages of cases no longer viewed. The swap replaces ``out``
+whole, so ``out`` must be new, empty, or a site this module wrote (it carries
+:data:`MARKER`): any other folder (``--out results``) is refused before anything
+is read, never emptied. Model names and case ids
 become file names, so they are checked first (the scores' folder names are
 not trusted).
 """
@@ -23,6 +26,17 @@ from metrobench.viewer import pages
 from metrobench.viewer.load import CaseView, attach_records, load_scores, rebuild_conversations
 
 _CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: The file every site carries: the one kind of folder a rebuild may replace.
+MARKER = ".metrobench-view"
+
+
+def check_out(out: Path) -> None:
+    """Refuse an ``out`` that is a file, or a non-empty folder no ``metrobench view`` wrote."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise MetrobenchError(f"{out}: --out must be a folder for the site, not a file or a link")
+    if out.is_dir() and not (out / MARKER).is_file() and any(out.iterdir()):
+        raise MetrobenchError(f"{out}: not empty and not a site `metrobench view` wrote (no {MARKER} in it): "
+                              "the site replaces its folder whole, so give a new or empty folder; nothing was changed")
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,7 @@ def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None 
     case's title, and records without messages get their prompt and user turns
     rebuilt; without it those cases show their tool calls only.
     """
+    check_out(Path(out))
     views = load_scores(scores, models, partition)
     if not views:
         raise MetrobenchError(f"{scores}: no scored cases in partition {partition}")
@@ -89,4 +104,5 @@ def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None 
         group.sort(key=lambda v: order.index(v.model))
     with atomic_dir(out) as tmp:
         compare_pages = _render_all(tmp, by_model, by_case)
+        (tmp / MARKER).write_text("written by metrobench view; a rebuild replaces this folder\n")
     return SiteSummary(Path(out), order, len(views), compare_pages, len(views) - attached)
