@@ -41,3 +41,12 @@ def test_replay_bad_lines_name_file_and_line(capsys, root, tmp_path):
     assert code == 2 and "line 1: field tool" in err
     code, _, err = _run(capsys, root, tmp_path, "marta", [{"tool": "line_info", "args": {}, "case_id": "BART-A-001"}])
     assert code == 2 and "BART-A-001 belongs to bart" in err
+
+
+def test_a_lone_surrogate_in_a_call_is_answered_not_a_traceback(capsys, root, tmp_path):
+    # the line as JSON carries it: {"line": "\\ud800"}; UTF-8 output cannot hold it
+    code, out, err = _run(capsys, root, tmp_path, "marta", ['{"tool": "line_info", "args": {"line": "\\ud800"}}'])
+    assert code == 0 and err == "" and len(out) == 1
+    text = json.dumps(out, ensure_ascii=False)
+    assert "\ud800" not in text
+    text.encode("utf-8")                                   # printable as UTF-8

@@ -155,6 +155,20 @@ def test_view_never_replaces_a_folder_it_did_not_write(runs, tmp_path, capsys):
     assert main([*args, "--out", str(site)]) == 0 and not (site / "stale.html").exists()
 
 
+def test_a_lone_surrogate_in_a_recorded_reply_is_shown_as_its_escape(runs, tmp_path):
+    base, case_id = runs
+    run = base / "runs" / "tampered" / "marta.jsonl"
+    lines = run.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["response"]["ui_updates"]["assistant_message"] = "before \ud800 after"   # JSON writes it as \\ud800
+    run.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    assert "\\ud800" in run.read_text()
+    out = tmp_path / "site"
+    assert main(["view", "--runs", str(base / "runs"), "--scores", str(base / "scores"), "--model", "tampered",
+                 "--out", str(out)]) == 0
+    assert "before \\ud800 after" in (out / "cases" / "tampered" / f"{first['case_id']}.html").read_text()
+
+
 def test_site_of_a_reference_result_json(runs, root, tmp_path):
     base, _ = runs
     run = read_run(base / "runs" / "rule-agent" / "marta.jsonl")

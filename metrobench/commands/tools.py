@@ -30,6 +30,7 @@ def _add_tool(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_tool(args: argparse.Namespace) -> int:
+    from metrobench.agents.runner.replies import clean
     from metrobench.kiosk.replay import replay_file
 
     bench = _bench(args)
@@ -38,7 +39,8 @@ def cmd_tool(args: argparse.Namespace) -> int:
         raise MetrobenchError(f"{path}: no such file")
     out = sys.stdout
     for record in replay_file(bench, args.system, path):
-        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        # a lone surrogate in a call's arguments (JSON carries it, UTF-8 cannot): U+FFFD, as the runner records it
+        out.write(json.dumps(clean(record), ensure_ascii=False) + "\n")
     return 0
 
 

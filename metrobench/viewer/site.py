@@ -58,8 +58,10 @@ def _check_names(views: list[CaseView]) -> None:
 
 
 def _write(path: Path, text: str) -> None:
+    """One page as UTF-8. A lone surrogate (JSON may carry ``"\\ud800"``, UTF-8 cannot) in a recorded
+    reply or argument is written as its escape text, ``\\ud800``: shown as recorded, never a crash."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text, encoding="utf-8", errors="backslashreplace")
 
 
 def _render_all(tmp: Path, by_model: dict[str, list[CaseView]], by_case: dict[str, list[CaseView]]) -> int:
