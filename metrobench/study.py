@@ -47,7 +47,7 @@ from typing import Annotated, Any, Literal, NoReturn, TypeVar, get_args
 import yaml
 from pydantic_core import to_jsonable_python
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError, \
-    WithJsonSchema, model_validator
+    WithJsonSchema, field_validator, model_validator
 
 from metrobench import layout
 from metrobench.agents.rule_agent import MODEL_NAME as RULE_AGENT
@@ -192,8 +192,9 @@ class SensitivityCell(Section):
 
 
 class Stats(Section):
-    n_resamples: int = Field(DEFAULT_RESAMPLES, ge=100, description="bootstrap resamples")
-    seed: int = Field(DEFAULT_SEED, description="bootstrap seed")
+    n_resamples: int = Field(DEFAULT_RESAMPLES, ge=100, le=1_000_000, description="bootstrap resamples "
+                                                                                 "(at most 10^6: memory)")
+    seed: int = Field(DEFAULT_SEED, ge=0, le=2**32 - 1, description="bootstrap seed (numpy's range)")
     baseline: str = Field(RULE_AGENT, description="the model Figure 4 profiles")
     bootstrap_models: list[str] = Field([], description="Table 9's models (empty: every scored model)")
     comparisons: list[tuple[str, str]] = Field([], description="Table 10's pairs (a, b): the paired delta a - b")
@@ -334,6 +335,17 @@ class StudyConfig(Section):
     prices: dict[str, Price] = Field({}, description="hosted model name, judge model id or fnmatch pattern -> "
                                                     "its price (the deployment table; the first match counts; "
                                                     "none: not priced)")
+
+    @field_validator("results")
+    @classmethod
+    def _a_folder_of_its_own(cls, value: str) -> str:
+        """Results are written, replaced and cleaned under this folder: never the root or a home folder."""
+        where = Path(value).expanduser().resolve()
+        if where == Path(where.anchor) or where == Path.home().resolve():
+            raise ValueError(f"{value!r} is {'the filesystem root' if where == Path(where.anchor) else 'your home folder'}"
+                             ": results are written and replaced under it; give a folder of their own "
+                             "(the default: results)")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -514,13 +526,13 @@ def validate_study(raw: Any, sources: list[tuple[str, Any]] | None = None) -> St
 
 def read_sources(paths: list[str] | list[Path] | None) -> list[tuple[str, dict[str, Any]]]:
     """Each config file as (name, mapping), in order; a missing file or a non-mapping is an error."""
-    from metrobench.data.loader import read_yaml
+    from metrobench.data.loader import CONFIG_MAX_VALUES, read_yaml
 
     sources: list[tuple[str, dict[str, Any]]] = []
     for path in paths or []:
         if not Path(path).is_file():
             raise MetrobenchError(f"{path}: no such config file")
-        raw = read_yaml(Path(path))
+        raw = read_yaml(Path(path), CONFIG_MAX_VALUES)
         if raw is not None and not isinstance(raw, Mapping):
             raise MetrobenchError(f"{path}: expected a mapping of config keys, got {type(raw).__name__}")
         sources.append((str(path), raw or {}))

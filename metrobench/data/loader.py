@@ -105,9 +105,35 @@ def _safe_load(text: str) -> Any:
     return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file."""
-    return _read(path, _safe_load, "YAML", yaml.YAMLError, _yaml_where)
+#: The most values a config file may hold once its YAML aliases are expanded. An alias is one
+#: node to the parser but every use of it is walked by validation: nine aliases of nine nested a
+#: few levels deep make 10^8 values from a few hundred bytes (the "billion laughs").
+CONFIG_MAX_VALUES = 1_000_000
+
+
+def read_yaml(path: Path, max_values: int | None = None) -> Any:
+    """Parse a YAML file; with ``max_values``, one that expands to more values is refused."""
+    value = _read(path, _safe_load, "YAML", yaml.YAMLError, _yaml_where)
+    if max_values is not None and _more_values_than(value, max_values):
+        raise DataError(str(path), f"more than {max_values:,} values once its YAML aliases (*name) are "
+                                   "expanded: not a config (a nest of aliases?)")
+    return value
+
+
+def _more_values_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` holds more than ``limit`` values, aliases counted at every use (stops early)."""
+    seen, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _yaml_where(exc: Exception) -> str:

@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from metrobench.data.loader import read_yaml
+from metrobench.data.loader import CONFIG_MAX_VALUES, read_yaml
 from metrobench.errors import MetrobenchError
 
 
@@ -114,7 +114,7 @@ def load_recipe(path: Path | str) -> Recipe:
     path = Path(path)
     if not path.is_file():
         raise MetrobenchError(f"{path}: no such recipe")
-    return recipe_from(read_yaml(path) or {}, f"{path}: field ")
+    return recipe_from(read_yaml(path, CONFIG_MAX_VALUES) or {}, f"{path}: field ")
 
 
 def recipe_from(data: dict, where: str) -> Recipe:

@@ -25,7 +25,7 @@ from metrobench.scoring.names import check_name
 from metrobench.viewer import pages
 from metrobench.viewer.load import CaseView, attach_records, load_scores, rebuild_conversations
 
-_CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # fullmatch: "$" would let a final newline in
 #: The file every site carries: the one kind of folder a rebuild may replace.
 MARKER = ".metrobench-view"
 
@@ -53,7 +53,7 @@ class SiteSummary:
 def _check_names(views: list[CaseView]) -> None:
     for view in views:
         check_name("model", view.model)
-        if not _CASE_ID.match(view.case_id):
+        if not _CASE_ID.fullmatch(view.case_id):
             raise MetrobenchError(f"case id {view.case_id!r} of model {view.model} cannot name a file")
 
 

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from metrobench import layout
 from metrobench.credentials import env_name_problem, url_problem
-from metrobench.data.loader import read_yaml
+from metrobench.data.loader import CONFIG_MAX_VALUES, read_yaml
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import prompt_digest
 from metrobench.agents.runner.tool_parsing import ToolParser
@@ -47,6 +47,10 @@ DEFAULT_CONCURRENCY = {"llama_cpp": 2, "openai": 8, "azure": 8, "azure_responses
 #: Providers whose requests take a sampling seed (the chat client sends it; Mistral's is ``random_seed``).
 SEEDED = frozenset({"llama_cpp", "openai", "azure", "mistral"})
 
+
+#: The most runs of one model (``repeats``): each is a full benchmark run and a Parquet view; the
+#: paper repeats a model at most 3 times. A bound keeps a typo (100000) from hanging the plan.
+MAX_REPEATS = 100
 
 class Serving(BaseModel):
     """A local llama.cpp server for the model (``metrobench bench`` starts and stops it)."""
@@ -136,7 +140,7 @@ class ModelConfig(BaseModel):
     serving: Serving | None = None
     # The study runs the model this many times (the workflow's runs <name>, <name>-rep2, ...);
     # a single run is one of them, `repeat` (for_repeat). Neither shapes a request by itself.
-    repeats: int = Field(1, ge=1)
+    repeats: int = Field(1, ge=1, le=MAX_REPEATS)
     repeat: int = Field(1, ge=1)
 
     @field_validator("base_url", "api_key_env")
@@ -205,7 +209,7 @@ def load_model_config(path: Path | str, **overrides: Any) -> ModelConfig:
     path = Path(path)
     if not path.is_file():
         raise MetrobenchError(f"{path}: no such model config")
-    raw = read_yaml(path) or {}
+    raw = read_yaml(path, CONFIG_MAX_VALUES) or {}
     if not isinstance(raw, dict):
         raise MetrobenchError(f"{path}: a model config is a mapping of settings")
     raw.update({k: v for k, v in overrides.items() if v is not None})
