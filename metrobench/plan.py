@@ -536,5 +536,9 @@ def _override_mapping(overrides: Sequence[str]) -> dict[str, object]:
         key, sep, value = item.partition("=")
         if not sep:
             raise MetrobenchError(f"--config {item}: expected KEY=VALUE")
-        out[key] = yaml.safe_load(value)
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem", None) or "not YAML"
+            raise MetrobenchError(f"--config {item}: the value of {key} is not YAML ({mark})") from None
     return out

@@ -167,3 +167,15 @@ job  count
         ("bench_model", {"model": "m", "system": "marta"}, "results/benchmarks/runs/m/marta.tsv"),
         ("table", {"table": "table4"}, None)]
     assert jobs[0].shell.startswith("metrobench bench --model m") and jobs[1].shell.endswith("table4")
+
+
+def test_malformed_config_override_is_one_error_line():
+    """Issue 41, class 7: ``--config 'stats={'`` was a yaml ParserError traceback."""
+    import pytest
+
+    from metrobench.errors import MetrobenchError
+    from metrobench.plan import _override_mapping
+
+    with pytest.raises(MetrobenchError, match=r"--config stats=\{: the value of stats is not YAML"):
+        _override_mapping(["stats={"])
+    assert _override_mapping(["stats={seed: 3}"]) == {"stats": {"seed": 3}}
