@@ -7,6 +7,7 @@ by scripts/install-llama-cpp.sh (nothing compiled twice).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -22,6 +23,36 @@ from metrobench.cli import main
 from metrobench.errors import MetrobenchError
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_gguf_replaced_with_its_size_and_mtime_kept_is_hashed_again(tmp_path, monkeypatch):
+    """`cp -p`, `rsync -t`, `tar x`: another file of the same size, the old mtime carried over (issue 41)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF one")
+    mtime = model.stat().st_mtime_ns
+    first = gguf_sha256(model)
+    other = tmp_path / "incoming.gguf"                # rsync -t: a temporary file renamed over it
+    other.write_bytes(b"GGUF two")
+    os.utime(other, ns=(mtime, mtime))
+    os.replace(other, model)
+    assert (model.stat().st_size, model.stat().st_mtime_ns) == (8, mtime)
+    assert gguf_sha256(model) == hashlib.sha256(b"GGUF two").hexdigest() != first
+    model.write_bytes(b"GGUF one")                    # rewritten in place, mtime put back (tar x)
+    os.utime(model, ns=(mtime, mtime))
+    assert gguf_sha256(model) == first
+
+
+@pytest.mark.parametrize("cache", ["[1, 2]", "\"text\"", "{\"k\": 1}", "not json"])
+def test_a_digest_cache_that_is_not_a_mapping_of_digests_is_rebuilt(tmp_path, monkeypatch, cache):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = tmp_path / "cache" / "metrobench" / "gguf-sha256.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(cache)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF one")
+    assert gguf_sha256(model) == hashlib.sha256(b"GGUF one").hexdigest()
+    assert list(json.loads(path.read_text()).values()) == [hashlib.sha256(b"GGUF one").hexdigest()]
 
 
 def test_gguf_digest_is_cached_by_path_size_and_mtime(tmp_path, monkeypatch):

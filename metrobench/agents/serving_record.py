@@ -55,14 +55,21 @@ def cache_file() -> Path:
 
 
 def gguf_sha256(path: Path | str) -> str:
-    """The file's SHA-256, from the cache when its path, size and mtime are unchanged."""
+    """The file's SHA-256, from the cache when its path, size, mtime, inode and ctime are unchanged.
+
+    Size and mtime alone miss a file replaced by another of its size with the mtime carried over
+    (``cp -p``, ``rsync -t``, ``tar x``); none of those can set the ctime, and a new file has a new
+    inode. A cache that does not parse, or is not a mapping of strings, is rebuilt.
+    """
     path = Path(path).resolve()
     stat = path.stat()
-    key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
+    key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}|{stat.st_ctime_ns}"
     cache = cache_file()
     try:
         known = json.loads(cache.read_text())
     except (OSError, ValueError):
+        known = {}
+    if not isinstance(known, dict) or not all(isinstance(v, str) for v in known.values()):
         known = {}
     if key in known:
         return known[key]
