@@ -537,7 +537,8 @@ def test_metrobench_tables_writes_each_table_md_with_the_papers_header(paper_res
         "4B 25.1 M parameters in float32, 100 MB (paper: 100 MB); 9B 37.5 M parameters in float32, 150 MB "
         "(paper: 150 MB); 27B 76.2 M parameters in float32, 305 MB (paper: 305 MB)."]
     assert list(csv["table8"].columns) == ["size", "max_seq", "minutes_per_seed", "adapter_bytes", "adapter_params",
-                                          "adapter_dtypes", "paper_adapter_bytes", "q4_k_m_gguf_bytes", "seeds"]
+                                          "adapter_dtypes", "paper_adapter_bytes", "q4_k_m_gguf_bytes",
+                                          "gguf_llama_cpp", "seeds"]
     assert (paper_results / "table7.md").read_text().splitlines()[2:] == [
         "| A | 91 | 91 | 100 % |", "| C | 66 | 92 | 72 % |", "| All | 600 | 717 | 84 % |"]
     table9_md = (paper_results / "table9.md").read_text().splitlines()

@@ -156,6 +156,10 @@ def table8(frame: pd.DataFrame, config: StudyConfig | None) -> str:
                         f"{r.get('adapter_dtypes') or 'unrecorded dtypes'}, {size_bytes(r['adapter_bytes'])}"
                         + ("" if _missing(paper) else f" (paper: {size_bytes(paper)})"))
     notes = [f"Adapters (LoRA weights as trained and saved): {'; '.join(adapters)}."] if adapters else []
+    made = [f"{size_label(r['size'])} {r['gguf_llama_cpp']}" for _, r in frame.iterrows()
+            if not _missing(r.get("gguf_llama_cpp"))]
+    if made:
+        notes.append(f"GGUFs converted and quantised by llama.cpp: {'; '.join(made)}.")
     return _with_notes(grid(TABLE8_HEADER, rows), notes)
 
 
