@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -156,7 +157,9 @@ def test_view_never_replaces_a_folder_it_did_not_write(runs, tmp_path, capsys):
 
 
 def test_a_lone_surrogate_in_a_recorded_reply_is_shown_as_its_escape(runs, tmp_path):
-    base, case_id = runs
+    shared, _ = runs
+    base = tmp_path / "copy"          # the fixture is shared by the module: edit a copy, never it
+    shutil.copytree(shared, base)
     run = base / "runs" / "tampered" / "marta.jsonl"
     lines = run.read_text().splitlines()
     first = json.loads(lines[0])
