@@ -330,3 +330,47 @@ def test_gguf_flag_replaces_the_model_file_of_every_kind_of_model_config():
         assert (cfg.serving.gguf, cfg.serving.gguf_package) == (base["gguf"], None), extra
     from_file = _model_config(argparse.Namespace(**{**base, "model_config": "config/models/smollm2-135m.yaml"}))
     assert from_file.serving.chat_template_file == "metrobench:tools" and from_file.max_tokens == 128
+
+
+def _cli_fingerprint(config: list[str], model: str, **kw) -> str:
+    """What `bench --config C --model M ...` records as its settings fingerprint."""
+    import argparse
+
+    from metrobench.cli import _model_config
+
+    args = dict(config=config, model=model, gguf=None, model_config=None, provider=None, base_url=None,
+                api_key_env=None, temperature=None, max_tokens=None, thinking=None, reasoning_effort=None,
+                concurrency=None, max_rounds=None, timeout=None, repeat=None)
+    return _model_config(argparse.Namespace(**{**args, **kw})).fingerprint()
+
+
+def test_the_workflow_fingerprint_is_the_runs_and_moves_only_with_what_shapes_answers(tmp_path):
+    """The run rule's `settings` param (study_run_config, from the model's name alone) is the fingerprint
+    the run records; an edited max_tokens or max_rounds changes it, a timeout or concurrency does not."""
+    import yaml
+
+    from metrobench.agents.runner.config import study_run_config
+    from metrobench.study import load_study
+
+    demo = load_study(["config/demo.yaml"])
+    assert study_run_config(demo, "smollm2-135m").fingerprint() == _cli_fingerprint(["config/demo.yaml"], "smollm2-135m")
+    rep2 = study_run_config(demo, "smollm2-135m", repeat=2).fingerprint()
+    assert rep2 == _cli_fingerprint(["config/demo.yaml"], "smollm2-135m", repeat=2)
+    assert rep2 != study_run_config(demo, "smollm2-135m").fingerprint()
+    student = study_run_config(load_study(["config/mini-study.yaml"]), "135m-peft-s42",
+                               gguf="results/peft/135m/seed42/model-Q4_K_M.gguf", thinking=False)
+    assert student.fingerprint() == _cli_fingerprint(["config/mini-study.yaml"], "135m-peft-s42",
+                                                     gguf="results/peft/135m/seed42/model-Q4_K_M.gguf",
+                                                     thinking=False)
+
+    def edited(**change) -> str:
+        raw = yaml.safe_load(open("config/mini-study.yaml"))
+        raw["models"]["smollm2-135m-mini"].update(change)
+        path = tmp_path / "edited.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        return study_run_config(load_study([str(path)]), "smollm2-135m-mini").fingerprint()
+
+    before = edited()
+    assert before == study_run_config(load_study(["config/mini-study.yaml"]), "smollm2-135m-mini").fingerprint()
+    assert len({before, edited(max_tokens=256), edited(max_rounds=5)}) == 3
+    assert edited(timeout_s=30.0, concurrency=2, retries=2) == before       # how, not what: no rerun
