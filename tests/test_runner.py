@@ -374,3 +374,49 @@ def test_the_workflow_fingerprint_is_the_runs_and_moves_only_with_what_shapes_an
     assert before == study_run_config(load_study(["config/mini-study.yaml"]), "smollm2-135m-mini").fingerprint()
     assert len({before, edited(max_tokens=256), edited(max_rounds=5)}) == 3
     assert edited(timeout_s=30.0, concurrency=2, retries=2) == before       # how, not what: no rerun
+
+
+def test_changed_settings_are_named_and_set_aside_never_lost(bench, tmp_path, capsys):
+    """The refusal names what changed; --set-aside keeps the old transcript, byte for byte, beside the new."""
+    ids = ["MARTA-A-001", "MARTA-A-002"]
+    out = tmp_path / "work" / "marta.jsonl"
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        first = run(bench, cfg(api.url, max_tokens=512), ids, out)
+        assert first.ran == 2
+        paid = out.read_bytes()
+        old = cfg(api.url, max_tokens=512).fingerprint()
+        with pytest.raises(MetrobenchError) as refused:
+            run(bench, cfg(api.url, max_tokens=256, max_rounds=5), ids, out)
+        assert "max_rounds 20 → 5, max_tokens 512 → 256" in str(refused.value)
+        assert "--set-aside" in str(refused.value) and out.read_bytes() == paid
+        taken = out.with_name(f"marta.{old}.jsonl")
+        taken.write_text("someone else's\n")                     # never overwritten
+        again = run(bench, cfg(api.url, max_tokens=256, max_rounds=5), ids, out, set_aside_changed=True)
+    aside = out.with_name(f"marta.{old}-2.jsonl")
+    assert again.ran == 2 and again.skipped == 0
+    assert aside.read_bytes() == paid and taken.read_text() == "someone else's\n"
+    assert {r.meta["settings"]["max_tokens"] for r in read_run(out).records} == {256}
+    assert sorted(p.name for p in out.parent.iterdir() if p.suffix == ".jsonl") == sorted(
+        [out.name, taken.name, aside.name])
+    # the same settings again: resumed, nothing set aside
+    with FakeOpenAI(lambda r: chat_payload("x")) as api:
+        resumed = run(bench, cfg(api.url, max_tokens=256, max_rounds=5), ids, out, set_aside_changed=True)
+    assert (resumed.ran, resumed.skipped) == (0, 2) and len(list(out.parent.glob("*.jsonl"))) == 3
+
+
+def test_cli_set_aside_says_where_the_old_transcript_went(root, tmp_path, capsys):
+    out = tmp_path / "d.jsonl"
+    common = ["run", "--data", str(root), "--system", "doha", "--model", "fake-1", "--limit", "1",
+              "--out", str(out)]
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        url = ["--base-url", f"{api.url}/v1"]
+        assert main([*common, *url, "--max-tokens", "512"]) == 0
+        capsys.readouterr()
+        assert main([*common, *url, "--max-tokens", "256"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("metrobench: error: ") and "max_tokens 512 → 256" in err and "--set-aside" in err
+        assert main([*common, *url, "--max-tokens", "256", "--set-aside"]) == 0
+    said = capsys.readouterr()
+    [aside] = [p for p in tmp_path.glob("d.*.jsonl")]
+    assert f"set aside as {aside}" in said.out + said.err
+    assert json.loads(aside.read_text())["meta"]["settings"]["max_tokens"] == 512

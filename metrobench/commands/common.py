@@ -245,3 +245,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
                                   "write --out as this selection's view of it")
     p.add_argument("--restart", action="store_true", help="discard an existing transcript first")
+    p.add_argument("--set-aside", action="store_true",
+                   help="a transcript (--work, else --out) made under other settings or serving is renamed to "
+                        "<name>.<its fingerprint>.jsonl beside it and a new one started, instead of refused "
+                        "(the workflow passes it: an edited model setting reruns, the old cases kept)")

@@ -179,6 +179,9 @@ RUN_LOG = "logs/runs/{partition}/{model}/{system}"
 def run_command(wildcards, input, output):
     """The command of one view: the rule agent in-process, else the model run into its work transcript.
 
+    `--set-aside`: a work transcript made under other settings (an edited model, which
+    `run_settings` makes Snakemake rerun) is renamed aside, never deleted, and a new one begun.
+
     The config's sample narrows the benchmark's views (its partition, and the held-out one
     Table 4 reads); any other is whole: the teachers' train view (traces need every train
     case there is) and the errata table's all view. The rule agent's train view is its
@@ -192,7 +195,7 @@ def run_command(wildcards, input, output):
         return f"metrobench rule-agent {common} --mode {mode} --out {output}"
     return (
         f"metrobench bench {common} {config_flags()} {model_flags(w.model)} {gguf_flag(w, input)}"
-        f" --work {paths.work_path(w.model, w.system)} --out {output}"
+        f" --work {paths.work_path(w.model, w.system)} --set-aside --out {output}"
         f" --server-log {RUN_LOG.format(**w)}.server.log{gpu_flag()}"
     )
 
