@@ -19,7 +19,6 @@ from collections.abc import Sequence
 # Re-exported: callers and tests import these from here.
 from metrobench.commands.common import (  # noqa: F401
     _model_config,
-    _study_model,
     _with_gguf,
     load_study,
 )

@@ -330,3 +330,93 @@ def test_gguf_flag_replaces_the_model_file_of_every_kind_of_model_config():
         assert (cfg.serving.gguf, cfg.serving.gguf_package) == (base["gguf"], None), extra
     from_file = _model_config(argparse.Namespace(**{**base, "model_config": "config/models/smollm2-135m.yaml"}))
     assert from_file.serving.chat_template_file == "metrobench:tools" and from_file.max_tokens == 128
+
+
+def _cli_fingerprint(config: list[str], model: str, **kw) -> str:
+    """What `bench --config C --model M ...` records as its settings fingerprint."""
+    import argparse
+
+    from metrobench.cli import _model_config
+
+    args = dict(config=config, model=model, gguf=None, model_config=None, provider=None, base_url=None,
+                api_key_env=None, temperature=None, max_tokens=None, thinking=None, reasoning_effort=None,
+                concurrency=None, max_rounds=None, timeout=None, repeat=None)
+    return _model_config(argparse.Namespace(**{**args, **kw})).fingerprint()
+
+
+def test_the_workflow_fingerprint_is_the_runs_and_moves_only_with_what_shapes_answers(tmp_path):
+    """The run rule's `settings` param (study_run_config, from the model's name alone) is the fingerprint
+    the run records; an edited max_tokens or max_rounds changes it, a timeout or concurrency does not."""
+    import yaml
+
+    from metrobench.agents.runner.config import study_run_config
+    from metrobench.study import load_study
+
+    demo = load_study(["config/demo.yaml"])
+    assert study_run_config(demo, "smollm2-135m").fingerprint() == _cli_fingerprint(["config/demo.yaml"], "smollm2-135m")
+    rep2 = study_run_config(demo, "smollm2-135m", repeat=2).fingerprint()
+    assert rep2 == _cli_fingerprint(["config/demo.yaml"], "smollm2-135m", repeat=2)
+    assert rep2 != study_run_config(demo, "smollm2-135m").fingerprint()
+    student = study_run_config(load_study(["config/mini-study.yaml"]), "135m-peft-s42",
+                               gguf="results/peft/135m/seed42/model-Q4_K_M.gguf", thinking=False)
+    assert student.fingerprint() == _cli_fingerprint(["config/mini-study.yaml"], "135m-peft-s42",
+                                                     gguf="results/peft/135m/seed42/model-Q4_K_M.gguf",
+                                                     thinking=False)
+
+    def edited(**change) -> str:
+        raw = yaml.safe_load(open("config/mini-study.yaml"))
+        raw["models"]["smollm2-135m-mini"].update(change)
+        path = tmp_path / "edited.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        return study_run_config(load_study([str(path)]), "smollm2-135m-mini").fingerprint()
+
+    before = edited()
+    assert before == study_run_config(load_study(["config/mini-study.yaml"]), "smollm2-135m-mini").fingerprint()
+    assert len({before, edited(max_tokens=256), edited(max_rounds=5)}) == 3
+    assert edited(timeout_s=30.0, concurrency=2, retries=2) == before       # how, not what: no rerun
+
+
+def test_changed_settings_are_named_and_set_aside_never_lost(bench, tmp_path, capsys):
+    """The refusal names what changed; --set-aside keeps the old transcript, byte for byte, beside the new."""
+    ids = ["MARTA-A-001", "MARTA-A-002"]
+    out = tmp_path / "work" / "marta.jsonl"
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        first = run(bench, cfg(api.url, max_tokens=512), ids, out)
+        assert first.ran == 2
+        paid = out.read_bytes()
+        old = cfg(api.url, max_tokens=512).fingerprint()
+        with pytest.raises(MetrobenchError) as refused:
+            run(bench, cfg(api.url, max_tokens=256, max_rounds=5), ids, out)
+        assert "max_rounds 20 → 5, max_tokens 512 → 256" in str(refused.value)
+        assert "--set-aside" in str(refused.value) and out.read_bytes() == paid
+        taken = out.with_name(f"marta.{old}.jsonl")
+        taken.write_text("someone else's\n")                     # never overwritten
+        again = run(bench, cfg(api.url, max_tokens=256, max_rounds=5), ids, out, set_aside_changed=True)
+    aside = out.with_name(f"marta.{old}-2.jsonl")
+    assert again.ran == 2 and again.skipped == 0
+    assert aside.read_bytes() == paid and taken.read_text() == "someone else's\n"
+    assert {r.meta["settings"]["max_tokens"] for r in read_run(out).records} == {256}
+    assert sorted(p.name for p in out.parent.iterdir() if p.suffix == ".jsonl") == sorted(
+        [out.name, taken.name, aside.name])
+    # the same settings again: resumed, nothing set aside
+    with FakeOpenAI(lambda r: chat_payload("x")) as api:
+        resumed = run(bench, cfg(api.url, max_tokens=256, max_rounds=5), ids, out, set_aside_changed=True)
+    assert (resumed.ran, resumed.skipped) == (0, 2) and len(list(out.parent.glob("*.jsonl"))) == 3
+
+
+def test_cli_set_aside_says_where_the_old_transcript_went(root, tmp_path, capsys):
+    out = tmp_path / "d.jsonl"
+    common = ["run", "--data", str(root), "--system", "doha", "--model", "fake-1", "--limit", "1",
+              "--out", str(out)]
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        url = ["--base-url", f"{api.url}/v1"]
+        assert main([*common, *url, "--max-tokens", "512"]) == 0
+        capsys.readouterr()
+        assert main([*common, *url, "--max-tokens", "256"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("metrobench: error: ") and "max_tokens 512 → 256" in err and "--set-aside" in err
+        assert main([*common, *url, "--max-tokens", "256", "--set-aside"]) == 0
+    said = capsys.readouterr()
+    [aside] = [p for p in tmp_path.glob("d.*.jsonl")]
+    assert f"set aside as {aside}" in said.out + said.err
+    assert json.loads(aside.read_text())["meta"]["settings"]["max_tokens"] == 512

@@ -596,3 +596,41 @@ def test_a_configured_note_is_printed_under_its_markdown_table_and_the_demo_says
     demo = load_study([CONFIG.parent / "demo.yaml"]).report.notes
     assert demo["table4"] == demo["table10"]
     assert "not whether distillation works" in demo["table10"] and "`make mini-study`" in demo["table10"]
+
+
+def _runs(results: Path, model: str, max_tokens: dict[str, int]) -> None:
+    """A model's view transcripts as the runner writes them: settings and fingerprint in every record."""
+    from metrobench.transcripts.records import CaseRecord, TranscriptWriter
+
+    for system, budget in max_tokens.items():
+        path = Path(layout.run_path(model, system, "all", str(results)))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)                              # this system run anew
+        settings = {"provider": "llama_cpp", "temperature": 0.0, "max_tokens": budget, "max_rounds": 20}
+        with TranscriptWriter(path) as writer:
+            for case_id in (c for c in [*HOLDOUT, TRAIN] if c.lower().startswith(system)):
+                writer.write(CaseRecord(case_id=case_id, model=model, system=system,
+                                        meta={"settings": settings, "config": f"fp{budget}"}))
+
+
+def test_table2_refuses_a_model_whose_systems_ran_under_different_settings(tmp_path, capsys):
+    """Issue 41: m1's bart view stale at max_tokens 512 while marta reran at 256: one line naming both."""
+    from metrobench.cli import main
+
+    scores = _write_parquet(synthetic_table(), tmp_path / "scores")
+    config = tmp_path / "study.yaml"
+    config.write_text(json.dumps({"leaderboard": [{"model": "m1"}, {"model": "m2"}]}))
+    argv = ["tables", "--scores", str(scores), "--config", str(config), "--out", str(tmp_path), "--only", "table2"]
+    _runs(tmp_path, "m1", {"bart": 256, "marta": 256})
+    _runs(tmp_path, "m2", {"bart": 4096, "marta": 4096})
+    assert main(argv) == 0
+    made = (tmp_path / "table2.csv").read_bytes()
+    assert sorted(pd.read_csv(tmp_path / "table2.csv")["model"]) == ["m1", "m2"]
+    _runs(tmp_path, "m1", {"bart": 512})
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "metrobench: error: model m1: its runs disagree on their settings: max_tokens 512 on bart, 256 on marta; "
+        "rerun the model's runs under one config (the workflow reruns a changed model's runs; "
+        "`metrobench bench --set-aside` keeps the old ones)\n")
+    assert (tmp_path / "table2.csv").read_bytes() == made         # the old table stays, none half-written

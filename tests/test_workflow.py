@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -316,3 +317,42 @@ def test_report_holds_every_table_and_figure_and_the_viewer_builds(small_run):
     index = (cwd / OUT / "view" / "index.html").read_text()
     assert "models/rule-agent.html" in index
     assert len(list((cwd / OUT / "view" / "cases" / "rule-agent").glob("*.html"))) == 955
+
+
+@pytest.mark.slow
+def test_an_edited_model_setting_reruns_its_runs_and_keeps_the_old_transcript(tmp_path, root):
+    """Issue 41: max_tokens edited in the config reruns the model's run job (its settings param changed),
+    which sets the old work transcript aside (not deleted, not refused) and runs afresh."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from fake_openai_api import FakeOpenAI, chat_payload
+
+    cwd = workflow_copy(tmp_path)
+    target = f"{OUT}/runs/holdout/fake/marta.jsonl"
+    work = cwd / OUT / "work" / "fake" / "marta.jsonl"
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        def configure(max_tokens: int) -> None:
+            config = yaml.safe_load((REPO / "tests" / "data" / "workflow-small.yaml").read_text())
+            config["data"]["path"] = str(root)
+            config["results"] = OUT
+            config["bench"] = {"sample": 2}
+            config["models"] = {"fake": {"provider": "llama_cpp", "base_url": f"{api.url}/v1",
+                                         "max_tokens": max_tokens, "concurrency": 1, "retries": 1}}
+            (cwd / "small.yaml").write_text(yaml.safe_dump(config))
+
+        configure(512)
+        first = snakemake(cwd, "--configfile", "small.yaml", "--cores", "1", target)
+        assert first.returncode == 0, first.stderr[-3000:]
+        paid = work.read_bytes()
+        same = snakemake(cwd, "--configfile", "small.yaml", "--cores", "1", "-n", target)
+        assert "Nothing to be done" in same.stdout + same.stderr
+        configure(256)
+        plan = snakemake(cwd, "--configfile", "small.yaml", "--cores", "1", "-n", target)
+        assert job_counts(plan.stdout) == {"run": 1} and "Params have changed" in plan.stdout, plan.stdout
+        again = snakemake(cwd, "--configfile", "small.yaml", "--cores", "1", target)
+        assert again.returncode == 0, again.stderr[-3000:]
+    [aside] = [p for p in work.parent.glob("marta.*.jsonl")]
+    assert aside.read_bytes() == paid
+    records = [json.loads(line) for line in work.read_text().splitlines()]
+    assert len(records) == 2 and {r["meta"]["settings"]["max_tokens"] for r in records} == {256}
+    log = (cwd / "logs" / "runs" / "holdout" / "fake" / "marta.log").read_text()
+    assert f"set aside as {aside.relative_to(cwd)}" in log

@@ -161,27 +161,11 @@ def load_study(paths: list[str] | None) -> StudyConfig:
     return load(paths)
 
 
-def _study_model(args: argparse.Namespace, overrides: dict[str, Any]) -> ModelConfig:
-    """A model's config from the study config's ``models`` (or ``student_serving`` with --gguf)."""
-    from metrobench.agents.runner.config import study_model_config
-
-    study = load_study(args.config)
-    name = args.model
-    entry = study.models.get(name)
-    if entry is None and args.gguf:
-        entry = study.student_serving
-    if entry is None:
-        raise MetrobenchError(f"model {name!r} is not in the config's models")
-    return study_model_config(name, entry, **overrides)
-
-
 def _with_gguf(cfg: ModelConfig, gguf: str | None) -> ModelConfig:
     """The model config serving ``gguf`` instead of its own model file (``--gguf``: a student)."""
-    if not gguf:
-        return cfg
-    if cfg.serving is None:
-        raise MetrobenchError(f"model {cfg.name!r}: --gguf needs a serving block in its config")
-    return cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"gguf": gguf, "gguf_package": None})})
+    from metrobench.agents.runner.config import with_gguf
+
+    return with_gguf(cfg, gguf)
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
@@ -200,7 +184,10 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
     if args.config:
         if not args.model:
             raise MetrobenchError("with --config, name the model with --model")
-        cfg = _with_gguf(_study_model(args, overrides), args.gguf)
+        from metrobench.agents.runner.config import study_run_config
+
+        return study_run_config(load_study(args.config), args.model, gguf=args.gguf,
+                                repeat=getattr(args, "repeat", None) or 1, **overrides)
     elif args.model_config:
         cfg = _with_gguf(load_model_config(args.model_config, **overrides), args.gguf)
     elif not args.model:
@@ -258,3 +245,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
                                   "write --out as this selection's view of it")
     p.add_argument("--restart", action="store_true", help="discard an existing transcript first")
+    p.add_argument("--set-aside", action="store_true",
+                   help="a transcript (--work, else --out) made under other settings or serving is renamed to "
+                        "<name>.<its fingerprint>.jsonl beside it and a new one started, instead of refused "
+                        "(the workflow passes it: an edited model setting reruns, the old cases kept)")

@@ -1,8 +1,9 @@
 """Model runs: ``run`` (against an endpoint) and ``bench`` (serve a GGUF with llama.cpp, then run).
 
 Contract: both append to the ``--out`` transcript and resume it (``--restart``
-discards it first); with ``--work W`` they append to and resume ``W`` instead, the
-model's one growing transcript of the system, and then write ``--out`` as the view
+discards it first; ``--set-aside`` renames one made under other settings or serving aside,
+:func:`metrobench.agents.runner.run.set_aside`, and starts afresh); with ``--work W`` they
+append to and resume ``W`` instead, the model's one growing transcript of the system, and then write ``--out`` as the view
 of this selection cut from it (:mod:`metrobench.transcripts.views`), waiting for
 another job that holds ``W``; the model's settings come from :func:`_model_config`
 (study config, model config or flags) and the cases from :func:`_run_selection`,
@@ -81,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     with transcript_lock(_transcript(args), wait=bool(args.work)):  # held while the view is cut too
         summary = run_model(cfg, bench.system(args.system), cases, _transcript(args), restart=args.restart,
-                            selection=selection, serving=hosted_record(cfg))
+                            selection=selection, serving=hosted_record(cfg), set_aside_changed=args.set_aside)
         return _report(summary, args, selection, cases)
 
 
@@ -100,5 +101,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with transcript_lock(out, wait=bool(args.work)):  # before serving, and while the view is cut
         with serve_model(cfg, log_path=log, gpu=args.require_gpu) as url:
             summary = run_model(cfg, bench.system(args.system), cases, out, base_url=url,
-                                restart=args.restart, selection=selection, serving=serving_record(cfg, url))
+                                restart=args.restart, selection=selection, serving=serving_record(cfg, url),
+                                set_aside_changed=args.set_aside)
         return _report(summary, args, selection, cases)  # after the server has stopped

@@ -40,7 +40,7 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
 
     baseline = config.stats.baseline
     builders = {
-        "table2": lambda: T.table2(cases(), config),
+        "table2": lambda: T.table2(cases(), config, results),
         "table3": lambda: T.table3(cases(), config),
         "table4": lambda: T.table4(cases(), config, results),
         "table7": lambda: T.table7(results),

@@ -22,7 +22,7 @@ import pandas as pd
 from metrobench import layout
 from metrobench.agents.serving_record import build_label
 from metrobench.errors import MetrobenchError
-from metrobench.paper.protocol import model_records
+from metrobench.paper.run_settings import disagreement, model_runs
 
 if TYPE_CHECKING:
     from metrobench.study import StudyConfig
@@ -46,16 +46,22 @@ def _thinking(value: bool | None) -> str:
     return "" if value is None else ("on" if value else "off")
 
 
-def recorded_row(model: str, family: str, records: list) -> dict[str, Any]:
-    """One model's serving as its records hold it; an error when they disagree or hold none."""
+def recorded_row(model: str, family: str, runs: list[tuple[str, list]]) -> dict[str, Any]:
+    """One model's serving as its records hold it ((system, records) pairs); an error when they
+    disagree (naming the systems and the field: :func:`~metrobench.paper.run_settings.disagreement`)
+    or hold none."""
+    records = [r for _, rs in runs for r in rs]
     settings = [r.meta.get("settings") for r in records]
     builds = {build_label((r.meta.get("serving") or {}).get("build")) for r in records
               if (r.meta.get("serving") or {}).get("build")}
+    if not records:
+        raise MetrobenchError(f"model {model}: no runs recorded")
     if any(s is None for s in settings):
         raise MetrobenchError(f"model {model}: runs made before settings were recorded (rerun them to report "
                               f"Tables 5 and 6)")
-    if any(s != settings[0] for s in settings) or len(builds) > 1:
-        raise MetrobenchError(f"model {model}: its runs were made with different settings or builds")
+    problem = disagreement(model, runs)
+    if problem:
+        raise MetrobenchError(problem)
     first = settings[0]
     return {"model": model, "family": family, "provider": first["provider"],
             "temperature": first.get("temperature"), "sampling": _sampling(first),
@@ -87,12 +93,11 @@ def table6(config: StudyConfig, results: Path) -> pd.DataFrame:
     runs = Path(layout.runs_root(config.bench.partition, str(results)))
     out, missing = [], []
     for label, family, model in _rows(config):
-        try:
-            records = model_records(runs, model)
-        except MetrobenchError:
+        found = model_runs(runs, model)
+        if not found:
             missing.append(model)
             continue
-        out.append({**recorded_row(model, family, records), "model": label})
+        out.append({**recorded_row(model, family, found), "model": label})
     if not out:
         raise Skip(f"table6: no runs for {', '.join(missing) or 'any model'}")
     return pd.DataFrame(out, columns=list(COLUMNS))

@@ -96,16 +96,23 @@ def normal_endings(cases: Cases, model: str) -> float:
     return float(cases.ended[m].mean()) if m.any() else float("nan")
 
 
-def table2(cases: Cases, config: StudyConfig) -> pd.DataFrame:
+def table2(cases: Cases, config: StudyConfig, results: Path | None = None) -> pd.DataFrame:
     """Leaderboard (held-out): composite, Tier 1.
 
     Ranked rows first (composite, then Tier 1, descending), then the rows below the
     termination rule (unranked), then the reference lines (``reference: true``, the
     rule baseline: the paper's "Rule-based baseline: 77.1, 84.6" below the ranks).
+    With ``results``, a row whose model's runs there disagree on their settings (one
+    system run under an edited config, another not) is refused, naming the model, the
+    systems and the field (:mod:`metrobench.paper.run_settings`).
     """
     rows = config.leaderboard
     if not rows:
         raise Skip("table2: no leaderboard in the config")
+    if results is not None:
+        from metrobench.paper.run_settings import check_models
+
+        check_models(results, config.bench.partition, config.members([row.model for row in rows]))
     present = set(cases.models())
     threshold = config.termination.min_normal_endings
     out, missing = [], []

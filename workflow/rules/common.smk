@@ -10,6 +10,7 @@ import yaml
 
 from metrobench import layout
 from metrobench.agents.llama_builds import student_converter_build
+from metrobench.agents.runner.config import study_run_config
 from metrobench.errors import MetrobenchError
 from metrobench.footprint.fit import check_study
 from metrobench.hub.lock import lock_problems, read_lock
@@ -178,6 +179,9 @@ RUN_LOG = "logs/runs/{partition}/{model}/{system}"
 def run_command(wildcards, input, output):
     """The command of one view: the rule agent in-process, else the model run into its work transcript.
 
+    `--set-aside`: a work transcript made under other settings (an edited model, which
+    `run_settings` makes Snakemake rerun) is renamed aside, never deleted, and a new one begun.
+
     The config's sample narrows the benchmark's views (its partition, and the held-out one
     Table 4 reads); any other is whole: the teachers' train view (traces need every train
     case there is) and the errata table's all view. The rule agent's train view is its
@@ -191,9 +195,35 @@ def run_command(wildcards, input, output):
         return f"metrobench rule-agent {common} --mode {mode} --out {output}"
     return (
         f"metrobench bench {common} {config_flags()} {model_flags(w.model)} {gguf_flag(w, input)}"
-        f" --work {paths.work_path(w.model, w.system)} --out {output}"
+        f" --work {paths.work_path(w.model, w.system)} --set-aside --out {output}"
         f" --server-log {RUN_LOG.format(**w)}.server.log{gpu_flag()}"
     )
+
+
+def run_settings(wildcards):
+    """The settings fingerprint a run is made with (`ModelConfig.fingerprint`, what its work
+    transcript records): a param Snakemake records and compares, so an edited max_tokens,
+    max_rounds, temperature, ... reruns that model's runs. Wildcards only, never input or output
+    (a param derived from them is not compared); the rule agent has no settings."""
+    w = wildcards
+    if w.model == RULE_AGENT:
+        return RULE_AGENT
+    student = student_of(w.model)
+    if student:
+        gguf = paths.quantized_gguf(*student)
+        recipe = load_recipe(STUDENTS[student[0]].recipe)
+        settings = {
+            "gguf": str(gguf),
+            "thinking": chat_template(recipe.template).thinking,
+        }
+    else:
+        settings = {}
+    repeat = STUDY.repeat_of(w.model) or (w.model, 1)
+    try:
+        cfg = study_run_config(STUDY, repeat[0], repeat=repeat[1], **settings)
+    except MetrobenchError as exc:
+        sys.exit(f"metrobench: error: {exc}")
+    return cfg.fingerprint()
 
 
 def llama_cpp_flag():

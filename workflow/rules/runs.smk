@@ -22,6 +22,8 @@ rule run:
         gpu=gpu_jobs,
     params:
         command=run_command,
+        # compared by Snakemake (a function of wildcards): an edited setting reruns the run
+        settings=run_settings,
     shell:
         "{params.command} > {log.run} 2>&1"
 

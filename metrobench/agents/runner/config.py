@@ -228,6 +228,32 @@ def study_model_config(name: str, entry: str | dict[str, Any], /, **overrides: A
     return parse_model_config(raw, f"config models.{name}")
 
 
+def with_gguf(cfg: ModelConfig, gguf: str | None) -> ModelConfig:
+    """The model config serving ``gguf`` instead of its own model file (``--gguf``: a student)."""
+    if not gguf:
+        return cfg
+    if cfg.serving is None:
+        raise MetrobenchError(f"model {cfg.name!r}: --gguf needs a serving block in its config")
+    return cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"gguf": gguf, "gguf_package": None})})
+
+
+def study_run_config(study: Any, name: str, /, *, repeat: int = 1, gguf: str | None = None,
+                     **overrides: Any) -> ModelConfig:
+    """The config a study's run of model ``name`` is made with: what ``bench --config ... --model name``
+    runs (its ``models`` entry, or ``student_serving`` serving ``gguf``), run ``repeat`` of its repeats.
+
+    ``study`` is a :class:`metrobench.study.Study`; the workflow takes the settings fingerprint of
+    its run jobs from here, so a settings edit changes a param Snakemake compares.
+    """
+    entry = study.models.get(name)
+    if entry is None and gguf:
+        entry = study.student_serving
+    if entry is None:
+        raise MetrobenchError(f"model {name!r} is not in the config's models")
+    overrides = {"name": name, **overrides}
+    return with_gguf(study_model_config(name, entry, **overrides), gguf).for_repeat(repeat)
+
+
 def parse_model_config(raw: dict[str, Any], where: str = "model config") -> ModelConfig:
     try:
         return ModelConfig.model_validate(raw)

@@ -10,7 +10,11 @@ per ending); one stopped by a fatal endpoint error (a refused key, an unknown
 model, a server that never answered) sends no further case. Every record carries
 the model-config fingerprint and its case's hash; a rerun under a different
 configuration, against a changed case or for another system refuses to mix
-them unless told to start over. The whole run, resume check included, holds
+them unless told to start over; the refusal of other settings names the fields that
+changed (``max_tokens 512 → 256``). ``set_aside`` (``--set-aside``, what the workflow
+passes) starts a transcript made under other settings or serving afresh without losing
+it: the old file is renamed to ``<name>.<its fingerprint>.jsonl`` beside it (never over
+another file) and a new one begins, so a settings edit reruns and the paid-for cases stay. The whole run, resume check included, holds
 the transcript's lock (:func:`~metrobench.transcripts.records.transcript_lock`): a
 second run on the same file refuses instead of doubling or losing cases.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -44,9 +49,56 @@ def case_hash(case: Case) -> str:
     return hashlib.sha256(json.dumps(case.raw, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _shown(value: Any) -> str:
+    """A setting's value in a refusal: ``unset`` for None, JSON for a mapping, else as written."""
+    if value is None:
+        return "unset"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def setting_changes(recorded: dict[str, Any] | None, now: dict[str, Any]) -> list[str]:
+    """The settings that differ, in words: ``["max_tokens 512 → 256"]`` (the recorded ``meta.settings``
+    against this run's). Empty when they agree (then the prompt, tool parser, GGUF file or context
+    per request changed: the rest of what the fingerprint covers)."""
+    if not isinstance(recorded, dict):
+        return ["no settings recorded"]
+    return [f"{key} {_shown(recorded.get(key))} → {_shown(now.get(key))}"
+            for key in sorted(set(recorded) | set(now)) if recorded.get(key) != now.get(key)]
+
+
+_BEYOND_SETTINGS = "the prompt, tool parser, GGUF file or context per request"
+
+
+def set_aside(path: Path, fingerprint: str) -> Path:
+    """Rename ``path`` to ``<stem>.<fingerprint>.jsonl`` beside it (``-2``, ``-3``, ... when taken): never
+    over another file, never deleted. Returns where it went."""
+    stem, suffix = path.name.removesuffix(".jsonl"), ".jsonl"
+    label = "".join(ch for ch in str(fingerprint) if ch.isalnum() or ch in "-_")[:16] or "unknown"
+    for n in range(1, 10_000):
+        aside = path.with_name(f"{stem}.{label}{'' if n == 1 else f'-{n}'}{suffix}")
+        try:
+            os.link(path, aside)  # fails on an existing name: nothing is overwritten
+        except FileExistsError:
+            continue
+        except OSError:  # no hard links here: rename, having looked (the transcript's lock is held)
+            if aside.exists():
+                continue
+            path.rename(aside)
+            return aside
+        path.unlink()  # the transcript now lives under the new name
+        return aside
+    raise MetrobenchError(f"{path}: cannot set it aside: {stem}.{label}-N.jsonl taken up to 9999")
+
+
 def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: bool,
-                   system: str | None = None, serving: dict[str, Any] | None = None) -> set[str]:
-    """Ids already done in ``path``; drops retryable failures; refuses mismatched settings, serving or system."""
+                   system: str | None = None, serving: dict[str, Any] | None = None,
+                   set_aside_changed: bool = False, stream: TextIO | None = None) -> set[str]:
+    """Ids already done in ``path``; drops retryable failures; refuses mismatched settings, serving or system.
+
+    ``set_aside_changed``: a transcript made under other settings or serving is renamed aside
+    (:func:`set_aside`, said on ``stream``) and the run starts a new one instead."""
     path = Path(path)
     if restart and path.exists():
         path.unlink()
@@ -64,15 +116,21 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
                 f"{path}: case {record.case_id} is a {recorded or 'unknown system'} case, not {system}; "
                 f"write {system} to another file (or rerun with --restart to start over)")
         config = record.meta.get("config")
-        if config != fingerprint:
-            raise MetrobenchError(
-                f"{path}: case {record.case_id} was run with other settings (config {config}, now "
-                f"{fingerprint}); rerun with --restart to start over, or write to another file")
         served_otherwise = differences(record.meta.get("serving"), serving) if serving else []
-        if served_otherwise:
+        if config != fingerprint or served_otherwise:
+            if config != fingerprint:
+                changed = setting_changes(record.meta.get("settings"), cfg.settings()) or [_BEYOND_SETTINGS]
+                what = f"was run with other settings ({', '.join(changed)}; config {config}, now {fingerprint})"
+            else:
+                what = f"was served otherwise ({'; '.join(served_otherwise)})"
+            if set_aside_changed:
+                aside = set_aside(path, str(config))
+                print(f"{path}: case {record.case_id} {what}: set aside as {aside}; starting afresh",
+                      file=stream or sys.stderr, flush=True)
+                return set()
             raise MetrobenchError(
-                f"{path}: case {record.case_id} was served otherwise ({'; '.join(served_otherwise)}); rerun "
-                f"with --restart to start over, or write to another file")
+                f"{path}: case {record.case_id} {what}; rerun with --set-aside to keep it aside and start "
+                f"afresh, or write to another file")
         if record.case_id in hashes and record.meta.get("case_sha") != hashes[record.case_id]:
             raise MetrobenchError(
                 f"{path}: case {record.case_id} has changed since it was run; rerun with --restart")
@@ -221,15 +279,16 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
 def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path, *,
               base_url: str | None = None, restart: bool = False,
               progress_stream: TextIO | None = None, selection: Selection | None = None,
-              serving: dict[str, Any] | None = None) -> RunSummary:
+              serving: dict[str, Any] | None = None, set_aside_changed: bool = False) -> RunSummary:
     """Run ``cases`` (skipping those already in ``out``) and append their records to ``out``.
 
     ``selection``: how ``cases`` were chosen, recorded in each record for scoring; ``serving``:
     the serving record (:mod:`metrobench.agents.serving_record`), recorded in each record and
-    compared on resume.
+    compared on resume; ``set_aside_changed``: a transcript made otherwise is set aside, not refused.
     """
     with transcript_lock(out):
-        done = prepare_resume(out, cfg, cases, restart=restart, system=system.name, serving=serving)
+        done = prepare_resume(out, cfg, cases, restart=restart, system=system.name, serving=serving,
+                              set_aside_changed=set_aside_changed, stream=progress_stream)
         todo = order_for_cache([c for c in cases if c.id not in done])
         start = time.perf_counter()
         tally, stopped = _Tally(), None
