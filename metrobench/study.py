@@ -196,9 +196,11 @@ class Stats(Section):
                                                                                  "(at most 10^6: memory)")
     seed: int = Field(DEFAULT_SEED, ge=0, le=2**32 - 1, description="bootstrap seed (numpy's range)")
     baseline: str = Field(RULE_AGENT, description="the model Figure 4 profiles")
-    bootstrap_models: list[str] = Field([], description="Table 9's models (empty: every scored model)")
+    bootstrap_models: list[str] = Field([], description="Table 9's models (empty: every benchmarked model: "
+                                                         "the leaderboard's, the configured ones, Tables 3 and 10's)")
     comparisons: list[tuple[str, str]] = Field([], description="Table 10's pairs (a, b): the paired delta a - b")
-    category_models: list[str] = Field([], description="the category matrix's models (empty: every scored model)")
+    category_models: list[str] = Field([], description="the category matrix's models (empty: every benchmarked "
+                                                        "model, as bootstrap_models)")
     errata_models: list[str] = Field([RULE_AGENT], description="models rescored under each erratum (the errata "
                                                                 "table)")
 
@@ -368,6 +370,20 @@ class StudyConfig(Section):
         """Model names with each student group ``<size>-peft`` expanded to its seeds' models, and each
         model with ``repeats: k`` to its k runs (:func:`metrobench.layout.repeat_members`)."""
         return layout.repeat_members(self.repeats, layout.members(self.seeds(), models))
+
+    def benchmarked(self) -> list[str]:
+        """Every model the study benchmarks, as configured names: the leaderboard's rows, the
+        configured models, Table 3's cells and Table 10's pairs, in that order, once each.
+
+        What an empty ``stats.bootstrap_models`` or ``stats.category_models`` stands for, read
+        by the tables and by the workflow's rules alike, so that both name the same scores."""
+        names = [row.model for row in self.leaderboard] + list(self.models) \
+            + [cell.model for cell in self.sensitivity] + [m for pair in self.stats.comparisons for m in pair]
+        return list(dict.fromkeys(names))
+
+    def stats_models(self, listed: list[str]) -> list[str]:
+        """A statistics table's configured models: those listed, else every benchmarked model."""
+        return list(listed) or self.benchmarked()
 
     def repeat_of(self, model: str) -> tuple[str, int] | None:
         """(configured model, i) of a repeat's name ``<model>-rep<i>`` (i >= 2), else None."""

@@ -254,7 +254,11 @@ def test_protocol_table_from_real_rule_agent_transcripts(root, tmp_path):
         {"model": "rule-agent-teacher", "cases": 78, "executed_call_pct": 100.0, "accepted_pct": 100.0,
          "mean_rounds": 0.0, "ended_pct": 100.0, "model_error_pct": 0.0, "context_error_pct": 0.0,
          "infrastructure_error_pct": 0.0}]
-    assert list(protocol(study(), tmp_path)["model"]) == ["rule-agent", "rule-agent-teacher"]  # every run
+    # no bootstrap_models: every benchmarked model (here the leaderboard's), as the workflow's inputs say
+    board = study(leaderboard=[{"model": "rule-agent-teacher"}, {"model": "rule-agent"}])
+    assert list(protocol(board, tmp_path)["model"]) == ["rule-agent-teacher", "rule-agent"]
+    with pytest.raises(Skip, match="protocol: no transcripts .* for any model"):
+        protocol(study(), tmp_path)           # nothing benchmarked: not every folder that happens to be there
     with pytest.raises(Skip, match="protocol: no transcripts .* for ghost"):
         protocol(study(stats={"bootstrap_models": ["rule-agent", "ghost"]}), tmp_path)
 

@@ -296,6 +296,30 @@ def test_small_real_run_builds_tables_and_figures(small_run):
 
 
 @pytest.mark.slow
+def test_statistics_tables_with_no_models_listed_read_every_benchmarked_models_scores(small_run):
+    """Issue 42: empty stats.bootstrap_models / category_models mean every benchmarked model on both
+    sides: the rules give Table 9, the protocol and category tables that model's scores (and runs) as
+    inputs, so a changed score rebuilds them (they were planned with no score at all before)."""
+    cwd = small_run
+    config = yaml.safe_load((cwd / "small.yaml").read_text())
+    del config["stats"]["bootstrap_models"], config["stats"]["category_models"]
+    (cwd / "empty-lists.yaml").write_text(yaml.safe_dump(config))
+    targets = [f"{OUT}/table9.csv", f"{OUT}/categories.csv", f"{OUT}/protocol.csv"]
+    forced = snakemake(cwd, *targets, "--configfile", "empty-lists.yaml", "-n", "--forcerun",
+                       f"{OUT}/runs/all/rule-agent/marta.jsonl")
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    counts = job_counts(forced.stdout)
+    assert counts == {"run": 1, "score": 1, "table": 3}, forced.stdout
+    jobs = [job for job in re.split(r"\n(?=(?:local)?rule \w+:)", forced.stdout) if job.startswith("rule table:")]
+    reasons = {re.search(r"wildcards: table=(\w+)", job).group(1): re.search(r"reason: (.*)", job).group(1)
+               for job in jobs}
+    assert reasons["table9"].startswith("Input files updated by another job: ") and \
+        f"{OUT}/scores/tier2/all/model=rule-agent/system=marta/part.parquet" in reasons["table9"], reasons
+    assert f"{OUT}/scores/tier2/all/model=rule-agent/system=marta/part.parquet" in reasons["categories"], reasons
+    assert f"{OUT}/runs/all/rule-agent/marta.jsonl" in reasons["protocol"], reasons
+
+
+@pytest.mark.slow
 def test_report_holds_every_table_and_figure_and_the_viewer_builds(small_run):
     cwd = small_run
     made = sorted(p.name for p in (cwd / OUT).iterdir() if p.suffix in (".csv", ".md", ".png"))

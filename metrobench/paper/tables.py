@@ -72,11 +72,6 @@ def _members(config: StudyConfig, model: str) -> list[str]:
     return config.members([model])
 
 
-def _configured(config: StudyConfig, models: list[str]) -> list[str]:
-    """Scored model names without the repeats of a repeated model (it stands for them)."""
-    return [m for m in models if config.repeat_of(m) is None]
-
-
 def headline_pair(cases: Cases, model: str, partition: str) -> tuple[float, float, float]:
     """(Tier 1, composite low, composite high) headline of one model."""
     low = cases.headline(model, partition, "zero")
@@ -291,7 +286,9 @@ def table9(cases: Cases, config: StudyConfig, partition: str = WHOLE_IN_REPORTS)
     ``headline``: the mean of the system means, resampling within systems (the
     statistic of the leaderboard, so its estimate is the headline number).
     """
-    models = config.stats.bootstrap_models or _configured(config, cases.models())
+    models = config.stats_models(config.stats.bootstrap_models)
+    if not models:
+        raise Skip("table9: no model benchmarked (no leaderboard, models or stats.bootstrap_models)")
     n_resamples, seed = _stats(config)
     rows = []
     for model in models:
@@ -338,16 +335,13 @@ def table10(cases: Cases, config: StudyConfig) -> pd.DataFrame:
 def protocol(config: StudyConfig, results: Path) -> pd.DataFrame:
     """How each model uses the kiosk protocol (:mod:`metrobench.paper.protocol`), from its transcripts.
 
-    The models of Table 9 (``stats.bootstrap_models``, student groups as their seeds),
-    or, where none are configured, every model with a folder in the benchmark's view of the runs.
+    The models of Table 9 (``stats.bootstrap_models``, else every benchmarked model:
+    :meth:`StudyConfig.stats_models`), student groups as their seeds, repeats as their runs.
     """
     from metrobench.paper.protocol import model_records, protocol_row
 
     runs = Path(layout.runs_root(config.bench.partition, str(results)))
-    if config.stats.bootstrap_models:
-        models = config.members(config.stats.bootstrap_models)
-    else:
-        models = sorted(p.name for p in runs.glob("*") if p.is_dir())
+    models = config.members(config.stats_models(config.stats.bootstrap_models))
     missing = [m for m in models if not any((runs / m).glob("*.jsonl"))]
     if not models or missing:
         raise Skip(f"protocol: no transcripts under {runs} for {', '.join(missing) or 'any model'}")
@@ -356,7 +350,9 @@ def protocol(config: StudyConfig, results: Path) -> pd.DataFrame:
 
 def category_matrix(cases: Cases, config: StudyConfig, partition: str = "holdout") -> pd.DataFrame:
     """Per model x category, pooled case means of composite and Tier 1 (Figure 3's data)."""
-    models = config.stats.category_models or _configured(config, cases.models())
+    models = config.stats_models(config.stats.category_models)
+    if not models:
+        raise Skip("categories: no model benchmarked (no leaderboard, models or stats.category_models)")
     rows = []
     for model in models:
         t1 = _per_case(cases, config, model, partition, "tier1")

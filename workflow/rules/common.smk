@@ -338,11 +338,11 @@ TABLE_INPUTS = {
     "table7": [paths.teacher_composition()],
     "table8": [paths.adapter_dir(*student_of(m)) for m in STUDENT_MODELS]
     + [paths.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
-    "table9": scores_of(members(STATS.bootstrap_models)),
-    "protocol": scores_of(members(STATS.bootstrap_models))
-    + runs_of(members(STATS.bootstrap_models)),
+    "table9": scores_of(members(STUDY.stats_models(STATS.bootstrap_models))),
+    "protocol": scores_of(members(STUDY.stats_models(STATS.bootstrap_models)))
+    + runs_of(members(STUDY.stats_models(STATS.bootstrap_models))),
     "table10": scores_of(members([m for pair in STATS.comparisons for m in pair])),
-    "categories": scores_of(members(STATS.category_models)),
+    "categories": scores_of(members(STUDY.stats_models(STATS.category_models))),
     # Run to run: each repeat's Tier 1 (scores) and accepted submissions (transcripts).
     "repeats": scores_of(members(list(STUDY.repeats)))
     + runs_of(members(list(STUDY.repeats))),
