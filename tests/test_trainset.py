@@ -14,6 +14,7 @@ import pytest
 from metrobench.cli import main
 from metrobench.data import SYSTEMS
 from metrobench.data.partition import load_split
+from metrobench.errors import MetrobenchError
 from metrobench.kiosk.tools.dispatch import call_tool
 from metrobench.kiosk.tools.session import ToolSession
 from metrobench.training.trainset import select_traces, tier1_by_model, turn_endings, unfinished
@@ -136,3 +137,42 @@ def test_every_turn_of_a_multi_turn_trace_must_end_accepted(runs, bench):
     skipped = user + _turn("1", "route_planner", planner) + second + _turn("2", SUBMIT, accepted)
     assert turn_endings(skipped) == [None, True] and unfinished(skipped) == "no_submission"
     assert unfinished(user + _turn("1", "route_planner", planner)) == "no_submission"
+
+
+@pytest.mark.parametrize("call, field", [
+    ({"id": "c1", "type": "function", "function": {"arguments": "{}"}}, "messages[2].tool_calls[0].function.name"),
+    ({"id": "c1", "type": "function", "function": {"name": "", "arguments": "{}"}},
+     "messages[2].tool_calls[0].function.name"),
+    ({"id": "c1", "type": "function"}, "messages[2].tool_calls[0].function.name"),
+])
+def test_a_foreign_tool_call_without_a_function_name_is_one_error_line(runs, root, bench, tmp_path, capsys,
+                                                                       call, field):
+    # issue 41, class 7: was a KeyError traceback in clean_messages
+    split = load_split(bench)
+    teacher = _records(runs / "teacher" / "runs" / "rule-agent" / "doha.jsonl")
+    record = next(r for r in teacher if split.get(r["case_id"]) == "train")
+    record["model"] = "foreign"
+    record["messages"] = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                          {"role": "assistant", "content": "", "tool_calls": [call]},
+                          {"role": "tool", "tool_call_id": "c1", "content": "{}"}]
+    path = tmp_path / "runs" / "foreign" / "doha.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(MetrobenchError) as caught:
+        select_traces(bench, tmp_path / "runs", {"foreign": {record["case_id"]: 100.0}}, ["foreign"], split,
+                      systems=("doha",))
+    message = str(caught.value)
+    assert message.startswith(f"{path}: case {record['case_id']}: field {field}: ") and "\n" not in message
+
+
+def test_a_rule_agent_record_whose_call_has_no_name_is_one_error_line(runs, bench, tmp_path):
+    split = load_split(bench)
+    teacher = _records(runs / "teacher" / "runs" / "rule-agent" / "doha.jsonl")
+    record = next(r for r in teacher if split.get(r["case_id"]) == "train")
+    del record["tool_calls_made"][0]["name"]
+    path = tmp_path / "runs" / "foreign" / "doha.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(MetrobenchError, match=rf"^{path}: case {record['case_id']}: field tool_calls_made\[0\]\.name: "):
+        select_traces(bench, tmp_path / "runs", {"foreign": {record["case_id"]: 100.0}}, ["foreign"], split,
+                      systems=("doha",))
