@@ -176,3 +176,37 @@ def test_a_rule_agent_record_whose_call_has_no_name_is_one_error_line(runs, benc
     with pytest.raises(MetrobenchError, match=rf"^{path}: case {record['case_id']}: field tool_calls_made\[0\]\.name: "):
         select_traces(bench, tmp_path / "runs", {"foreign": {record["case_id"]: 100.0}}, ["foreign"], split,
                       systems=("doha",))
+
+
+def test_a_case_recorded_twice_is_read_from_its_last_record_as_it_was_scored(runs, root, bench, tmp_path, capsys):
+    # issue 41, class 2: trainset kept the first record's trace with the last one's Tier 1
+    split = load_split(bench)
+    teacher = _records(runs / "teacher" / "runs" / "rule-agent" / "doha.jsonl")
+    tier1 = tier1_by_model(runs / "teacher" / "scores", ["rule-agent"])["rule-agent"]
+    good = next(r for r in teacher if split.get(r["case_id"]) == "train" and tier1[r["case_id"]] >= 90)
+    redone = json.loads(json.dumps(good))
+    redone["tool_calls_made"] = [dict(good["tool_calls_made"][0], result={"redone": True}),
+                                 *good["tool_calls_made"]]   # another finished trace of the case
+    runs_dir = tmp_path / "runs"
+    path = runs_dir / "rule-agent" / "doha.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(good) + "\n" + json.dumps(redone) + "\n")
+    # the scorer scores the last record; the training set reads that same record
+    assert main(["score", "--data", str(root), "--run", str(path), "--out", str(tmp_path / "scores"),
+                 "--judge", "none", "--partition", "train"]) == 0
+    assert f"case {good['case_id']} appears more than once: the last record is scored" in capsys.readouterr().err
+    scores = tier1_by_model(tmp_path / "scores", ["rule-agent"])
+    selection = select_traces(bench, runs_dir, scores, ["rule-agent"], split, systems=("doha",))
+    [example] = selection.examples
+    assert example.tier1 == scores["rule-agent"][good["case_id"]]
+    assert json.loads(example.messages[3]["content"]) == {"redone": True}   # the last record's first answer
+    assert "  rule-agent all: 1 traces, 1 kept" in selection.report()
+    assert capsys.readouterr().err.splitlines() == [
+        f"metrobench: warning: {path}: case {good['case_id']} appears more than once: its last record is used, "
+        "as it was scored"]
+    # the last record failed: the case is dropped, never trained on the first record's trace
+    failed = dict(good, error="Exhausted 20 tool call rounds")
+    path.write_text(json.dumps(good) + "\n" + json.dumps(failed) + "\n")
+    selection = select_traces(bench, runs_dir, {"rule-agent": {good["case_id"]: 100.0}}, ["rule-agent"], split,
+                              systems=("doha",))
+    assert selection.examples == [] and selection.dropped("run_error") == 1

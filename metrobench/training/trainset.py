@@ -7,7 +7,9 @@ finished: in every user turn of its conversation, the last
 ``{"accepted": true, ...}``), so each example ends, as the reference's do
 (spec §11.2), on the tool result of an accepted submission. Several teachers
 may have solved a case: the higher Tier 1 wins, ties go to the teacher listed
-first. :func:`select_traces` counts, per teacher and category, the traces each
+first. A case recorded twice in a teacher's transcript is read from its last record, the one
+its Tier 1 was scored from (:func:`~metrobench.transcripts.records.latest_records`, the
+scorer's rule), with a warning. :func:`select_traces` counts, per teacher and category, the traces each
 reason dropped (:data:`DROP_REASONS`, checked in that order). Each example is the conversation in OpenAI message format
 (tool-call arguments as JSON strings, reasoning stripped) with the tool schemas
 the model saw, so training renders it exactly as inference does.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +44,7 @@ from metrobench.data.root import CASE_PREFIX, SYSTEMS
 from metrobench.atomic import atomic_open, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import TOOLS, system_prompt, user_message
-from metrobench.transcripts.records import CaseRecord, read_run
+from metrobench.transcripts.records import CaseRecord, latest_records, read_run
 from metrobench.vocabulary import CATEGORIES
 
 SUBMIT = "submit_assistant_state"
@@ -239,7 +242,11 @@ def select_traces(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, f
             path = Path(layout.run_file(str(runs_dir), teacher, system))
             if not path.is_file():
                 raise MetrobenchError(f"{path}: no run of teacher {teacher} on {system}")
-            for record in read_run(path).records:
+            records, doubled = latest_records(read_run(path).records)
+            for case_id in doubled:  # the record its Tier 1 was scored from: the same function chose it
+                print(f"metrobench: warning: {path}: case {case_id} appears more than once: its last record "
+                      "is used, as it was scored", file=sys.stderr)
+            for record in records.values():
                 if partitions.get(record.case_id) != "train":
                     continue
                 selection.note(teacher, record.case_id, "traces")
