@@ -126,6 +126,14 @@ def test_a_run_is_scored_only_under_the_model_its_records_name(tmp_path, root, c
         assert main(["score", "--data", str(root), "--run", str(run), "--out", str(out), "--judge", "none",
                      *name]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["model=m-rep2"]
+    # without --model, records of two models in one file are refused, not scored under the first one's name
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(run.read_text() + CaseRecord(case_id="DOHA-A-003", model="m", system="doha").to_json() + "\n")
+    capsys.readouterr()
+    assert main(["score", "--data", str(root), "--run", str(mixed), "--out", str(out), "--judge", "none"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"metrobench: error: {mixed}: the run's records are of 2 models (m, m-rep2); a run file holds one "
+        "model's cases: write each model's to its own file"]
     # records that name no model (a foreign transcript's) take --model as given
     bare = tmp_path / "bare.jsonl"
     bare.write_text(json.dumps({"case_id": "DOHA-A-001"}) + "\n")

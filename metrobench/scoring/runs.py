@@ -39,8 +39,14 @@ def check_run_model(run: Run, model: str | None) -> None:
     """Refuse to score a transcript under another model than its records name (``--model m`` on the
     run of ``m-rep2``: its scores would stand in for another run's). Records that name no model
     (a reference result file's, whose model is the file's metadata, or a foreign transcript's)
-    take ``--model`` as given."""
-    if model is None or run.kind != "transcript":
+    take ``--model`` as given. Without ``--model`` the records must name one model between them."""
+    if run.kind != "transcript":
+        return
+    if model is None:  # scored under the records' own name: they must agree on one
+        names = sorted({r.model for r in run.records if r.model})
+        if len(names) > 1:
+            raise MetrobenchError(f"{run.path}: the run's records are of {len(names)} models ({', '.join(names)}); "
+                                  "a run file holds one model's cases: write each model's to its own file")
         return
     named = sorted({r.model for r in run.records if r.model and r.model != model})
     if named:
