@@ -173,7 +173,8 @@ def test_a_rule_agent_record_whose_call_has_no_name_is_one_error_line(runs, benc
     path = tmp_path / "runs" / "foreign" / "doha.jsonl"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record) + "\n")
-    with pytest.raises(MetrobenchError, match=rf"^{path}: case {record['case_id']}: field tool_calls_made\[0\]\.name: "):
+    field = r"field tool_calls_made\[0\]\.name: "
+    with pytest.raises(MetrobenchError, match=rf"^{path}: case {record['case_id']}: {field}"):
         select_traces(bench, tmp_path / "runs", {"foreign": {record["case_id"]: 100.0}}, ["foreign"], split,
                       systems=("doha",))
 

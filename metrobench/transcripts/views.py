@@ -5,10 +5,10 @@ transcript (:func:`metrobench.layout.work_path`), whichever target asked for it;
 ``bench``/``run`` with ``--work W --out V`` run the selection's missing cases into
 ``W`` (resuming it, as any run) and then write ``V``: ``W``'s records of exactly
 the selection's cases, in ``W``'s order (a case recorded twice: its last record, as
-the scorer reads it), each stamped with that selection (``meta.selection``). So a held-out view and the full matrix of one model share
-their held-out case runs, a teacher's train-partition traces are its benchmark
-row's train cases, and each view scores exactly as a run made for its selection
-alone would. A record's selection says which cases its view covers; what it was
+the scorer reads it), each stamped with that selection (``meta.selection``). So a
+held-out view and the full matrix of one model share their held-out case runs, a
+teacher's train-partition traces are its benchmark row's train cases, and each view
+scores exactly as a run made for its selection alone would. A record's selection says which cases its view covers; what it was
 run with (settings, serving, case digest) is checked on resume as always.
 """
 
