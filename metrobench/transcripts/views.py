@@ -8,8 +8,9 @@ the selection's cases, in ``W``'s order (a case recorded twice: its last record,
 the scorer reads it), each stamped with that selection (``meta.selection``). So a
 held-out view and the full matrix of one model share their held-out case runs, a
 teacher's train-partition traces are its benchmark row's train cases, and each view
-scores exactly as a run made for its selection alone would. A record's selection says which cases its view covers; what it was
-run with (settings, serving, case digest) is checked on resume as always.
+scores exactly as a run made for its selection alone would. A record's selection
+says which cases its view covers; what it was run with (settings, serving, case
+digest) is checked on resume as always.
 """
 
 from __future__ import annotations
