@@ -31,6 +31,10 @@ itself, then ``<model>-rep2`` ...): :attr:`StudyConfig.repeats` lists them and
 to its seeds, so every table that averages over a group's members averages over a
 model's repeats. A repeat's name may not be a configured model's, and students repeat
 by seed, not by ``student_serving.repeats``.
+
+A configured model may not carry a student's name (``<size>-peft-s<seed>``) or a student
+group's (``<size>-peft``): the workflow serves a student under that name, so the model
+would be replaced by it without a word; the config is refused, naming both.
 """
 
 from __future__ import annotations
@@ -477,6 +481,23 @@ def _check_repeats(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
                             "model: rename one of them", field=".".join(where))
 
 
+def _check_students(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
+    """No configured model has a student's name (``<size>-peft-s<seed>``) or a student group's
+    (``<size>-peft``): the workflow would serve the student in its place, and a table naming the
+    group would average the students, without a word."""
+    seeds = study.seeds()
+    groups = {f"{size}{layout.GROUP_SUFFIX}": size for size in seeds}
+    for model in study.models:
+        student = layout.student_of(seeds, model)
+        if student is None and model not in groups:
+            continue
+        what = (f"student {model} (students.{student[0]}, seed {student[1]})" if student else
+                f"student group {model} (the seeds of students.{groups[model]})")
+        where = ("models", model)
+        raise DataError(_source(sources, where), f"model {model} has the name of the {what}: rename the model",
+                        field=".".join(where))
+
+
 #: llama.cpp pads each slot's share of n_ctx to this many tokens (src/llama-context.cpp): a
 #: share that is not a multiple would be silently resized, so the served context would differ
 #: from the configured one (and from the run's fingerprint).
@@ -534,6 +555,7 @@ def validate_study(raw: Any, sources: list[tuple[str, Any]] | None = None) -> St
     except ValidationError as exc:
         _raise(sources, exc)
     _check_models(study, sources)
+    _check_students(study, sources)
     _check_repeats(study, sources)
     _check_targets(study, sources)
     _check_contexts(study, sources)

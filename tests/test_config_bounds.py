@@ -54,3 +54,21 @@ def test_a_name_ending_in_a_newline_cannot_name_a_folder():
     for bad in ("qwen\n", "qwen\r", "a/b", "", "\nqwen"):
         with pytest.raises(MetrobenchError, match="cannot name a folder"):
             check_name("model", bad)
+
+
+@pytest.mark.parametrize(("model", "says"), [
+    ("4b-peft-s42", "model 4b-peft-s42 has the name of the student 4b-peft-s42 (students.4b, seed 42): "
+                    "rename the model"),
+    ("4b-peft", "model 4b-peft has the name of the student group 4b-peft (the seeds of students.4b): "
+                "rename the model"),
+])
+def test_a_model_named_like_a_student_is_one_line(tmp_path, model, says):
+    # issue 41, class 2: the workflow served the student in the configured model's place, silently
+    code, err = check_config(tmp_path, f"models:\n  {model}: {{provider: llama_cpp}}\n"
+                                       "students:\n  4b: {base_model: m, recipe: peft/recipes/4b.yaml, seeds: [42]}\n")
+    assert code == 1 and err == [f"metrobench: error: {tmp_path / 'study.yaml'}: field models.{model}: {says}"]
+    # a seed the config does not train, or another size, is a model name like any other
+    other = "4b-peft-s43" if model.endswith("42") else "2b-peft"
+    code, err = check_config(tmp_path, f"models:\n  {other}: {{provider: llama_cpp}}\n"
+                                       "students:\n  4b: {base_model: m, recipe: peft/recipes/4b.yaml, seeds: [42]}\n")
+    assert code == 0, err

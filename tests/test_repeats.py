@@ -252,3 +252,22 @@ def test_resuming_a_half_done_repeat_runs_only_its_missing_cases(root, tmp_path,
     one = read_run(Path(layout.work_path("fake", "doha", str(tmp_path))))
     assert "repeat" not in one.records[0].meta["settings"]
     assert one.records[0].meta["config"] != work.records[0].meta["config"]
+
+
+@pytest.mark.parametrize("provider, key", [("llama_cpp", "seed"), ("openai", "seed"), ("mistral", "random_seed")])
+def test_run_i_of_a_seeded_model_sends_its_seed_plus_i_minus_1(provider, key, monkeypatch):
+    # issue 41, class 6: run 1 sends the configured seed (+ 0), runs 2 and 3 the next ones; an
+    # unseeded model sends none on run 1 (as the reference) and i - 1 on run i > 1
+    from metrobench.agents.runner.client import ChatClient
+    from metrobench.agents.runner.config import ModelConfig
+
+    def sent(cfg: ModelConfig, repeat: int) -> object:
+        body = ChatClient(cfg.for_repeat(repeat), base_url="http://127.0.0.1:9/v1").chat_kwargs([], [])
+        return {**body, **body.get("extra_body", {})}.get(key)
+
+    monkeypatch.setenv("METROBENCH_TEST_KEY", "k")
+    seeded = ModelConfig(name="m", provider=provider, seed=7, repeats=3, api_key_env="METROBENCH_TEST_KEY")
+    unseeded = seeded.model_copy(update={"seed": None})
+    assert [sent(seeded, i) for i in (1, 2, 3)] == [7, 8, 9]
+    assert [sent(unseeded, i) for i in (1, 2, 3)] == [None, 1, 2]
+    assert seeded.for_repeat(1).settings()["seed"] == 7 and "repeat" not in seeded.for_repeat(1).settings()

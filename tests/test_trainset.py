@@ -14,6 +14,7 @@ import pytest
 from metrobench.cli import main
 from metrobench.data import SYSTEMS
 from metrobench.data.partition import load_split
+from metrobench.errors import MetrobenchError
 from metrobench.kiosk.tools.dispatch import call_tool
 from metrobench.kiosk.tools.session import ToolSession
 from metrobench.training.trainset import select_traces, tier1_by_model, turn_endings, unfinished
@@ -136,3 +137,77 @@ def test_every_turn_of_a_multi_turn_trace_must_end_accepted(runs, bench):
     skipped = user + _turn("1", "route_planner", planner) + second + _turn("2", SUBMIT, accepted)
     assert turn_endings(skipped) == [None, True] and unfinished(skipped) == "no_submission"
     assert unfinished(user + _turn("1", "route_planner", planner)) == "no_submission"
+
+
+@pytest.mark.parametrize("call, field", [
+    ({"id": "c1", "type": "function", "function": {"arguments": "{}"}}, "messages[2].tool_calls[0].function.name"),
+    ({"id": "c1", "type": "function", "function": {"name": "", "arguments": "{}"}},
+     "messages[2].tool_calls[0].function.name"),
+    ({"id": "c1", "type": "function"}, "messages[2].tool_calls[0].function.name"),
+])
+def test_a_foreign_tool_call_without_a_function_name_is_one_error_line(runs, root, bench, tmp_path, capsys,
+                                                                       call, field):
+    # issue 41, class 7: was a KeyError traceback in clean_messages
+    split = load_split(bench)
+    teacher = _records(runs / "teacher" / "runs" / "rule-agent" / "doha.jsonl")
+    record = next(r for r in teacher if split.get(r["case_id"]) == "train")
+    record["model"] = "foreign"
+    record["messages"] = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                          {"role": "assistant", "content": "", "tool_calls": [call]},
+                          {"role": "tool", "tool_call_id": "c1", "content": "{}"}]
+    path = tmp_path / "runs" / "foreign" / "doha.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(MetrobenchError) as caught:
+        select_traces(bench, tmp_path / "runs", {"foreign": {record["case_id"]: 100.0}}, ["foreign"], split,
+                      systems=("doha",))
+    message = str(caught.value)
+    assert message.startswith(f"{path}: case {record['case_id']}: field {field}: ") and "\n" not in message
+
+
+def test_a_rule_agent_record_whose_call_has_no_name_is_one_error_line(runs, bench, tmp_path):
+    split = load_split(bench)
+    teacher = _records(runs / "teacher" / "runs" / "rule-agent" / "doha.jsonl")
+    record = next(r for r in teacher if split.get(r["case_id"]) == "train")
+    del record["tool_calls_made"][0]["name"]
+    path = tmp_path / "runs" / "foreign" / "doha.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record) + "\n")
+    field = r"field tool_calls_made\[0\]\.name: "
+    with pytest.raises(MetrobenchError, match=rf"^{path}: case {record['case_id']}: {field}"):
+        select_traces(bench, tmp_path / "runs", {"foreign": {record["case_id"]: 100.0}}, ["foreign"], split,
+                      systems=("doha",))
+
+
+def test_a_case_recorded_twice_is_read_from_its_last_record_as_it_was_scored(runs, root, bench, tmp_path, capsys):
+    # issue 41, class 2: trainset kept the first record's trace with the last one's Tier 1
+    split = load_split(bench)
+    teacher = _records(runs / "teacher" / "runs" / "rule-agent" / "doha.jsonl")
+    tier1 = tier1_by_model(runs / "teacher" / "scores", ["rule-agent"])["rule-agent"]
+    good = next(r for r in teacher if split.get(r["case_id"]) == "train" and tier1[r["case_id"]] >= 90)
+    redone = json.loads(json.dumps(good))
+    redone["tool_calls_made"] = [dict(good["tool_calls_made"][0], result={"redone": True}),
+                                 *good["tool_calls_made"]]   # another finished trace of the case
+    runs_dir = tmp_path / "runs"
+    path = runs_dir / "rule-agent" / "doha.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(good) + "\n" + json.dumps(redone) + "\n")
+    # the scorer scores the last record; the training set reads that same record
+    assert main(["score", "--data", str(root), "--run", str(path), "--out", str(tmp_path / "scores"),
+                 "--judge", "none", "--partition", "train"]) == 0
+    assert f"case {good['case_id']} appears more than once: the last record is scored" in capsys.readouterr().err
+    scores = tier1_by_model(tmp_path / "scores", ["rule-agent"])
+    selection = select_traces(bench, runs_dir, scores, ["rule-agent"], split, systems=("doha",))
+    [example] = selection.examples
+    assert example.tier1 == scores["rule-agent"][good["case_id"]]
+    assert json.loads(example.messages[3]["content"]) == {"redone": True}   # the last record's first answer
+    assert "  rule-agent all: 1 traces, 1 kept" in selection.report()
+    assert capsys.readouterr().err.splitlines() == [
+        f"metrobench: warning: {path}: case {good['case_id']} appears more than once: its last record is used, "
+        "as it was scored"]
+    # the last record failed: the case is dropped, never trained on the first record's trace
+    failed = dict(good, error="Exhausted 20 tool call rounds")
+    path.write_text(json.dumps(good) + "\n" + json.dumps(failed) + "\n")
+    selection = select_traces(bench, runs_dir, {"rule-agent": {good["case_id"]: 100.0}}, ["rule-agent"], split,
+                              systems=("doha",))
+    assert selection.examples == [] and selection.dropped("run_error") == 1

@@ -106,3 +106,36 @@ def test_bad_names_and_empty_folders_are_clear_errors(tmp_path, root, capsys):
     assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "s"),
                  "--model", "m", "--errata", "typo"]) == 2
     assert "unknown erratum typo" in capsys.readouterr().err
+
+
+def test_a_run_is_scored_only_under_the_model_its_records_name(tmp_path, root, capsys):
+    # issue 41, class 2: a repeat's transcript scored under --model m became m's scores
+    run = tmp_path / "runs" / "m-rep2" / "doha.jsonl"
+    run.parent.mkdir(parents=True)
+    run.write_text("".join(CaseRecord(case_id=f"DOHA-A-00{i}", model="m-rep2", system="doha").to_json() + "\n"
+                           for i in (1, 2)))
+    out = tmp_path / "scores"
+    capsys.readouterr()
+    assert main(["score", "--data", str(root), "--run", str(run), "--out", str(out), "--judge", "none",
+                 "--model", "m"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"metrobench: error: {run}: the run's records are of model m-rep2, not m (--model); score it under its "
+        "own name, or omit --model"]
+    assert not out.exists()
+    for name in (["--model", "m-rep2"], []):   # its own name, given or read from the records
+        assert main(["score", "--data", str(root), "--run", str(run), "--out", str(out), "--judge", "none",
+                     *name]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["model=m-rep2"]
+    # without --model, records of two models in one file are refused, not scored under the first one's name
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(run.read_text() + CaseRecord(case_id="DOHA-A-003", model="m", system="doha").to_json() + "\n")
+    capsys.readouterr()
+    assert main(["score", "--data", str(root), "--run", str(mixed), "--out", str(out), "--judge", "none"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"metrobench: error: {mixed}: the run's records are of 2 models (m, m-rep2); a run file holds one "
+        "model's cases: write each model's to its own file"]
+    # records that name no model (a foreign transcript's) take --model as given
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text(json.dumps({"case_id": "DOHA-A-001"}) + "\n")
+    assert main(["score", "--data", str(root), "--run", str(bare), "--out", str(out), "--judge", "none",
+                 "--model", "m"]) == 0

@@ -66,3 +66,30 @@ def test_a_held_out_run_grows_to_the_full_matrix_running_only_the_missing_cases(
     with FakeOpenAI(lambda request: DECLINED) as api:
         assert _run(root, tmp_path, api.url, "all", full, work) == 0
         assert api.requests == []
+
+
+def test_a_case_recorded_twice_is_read_by_its_last_record_in_views_and_resume(bench, tmp_path):
+    # issue 41, class 2: the view and the resume's rewrite kept the first record, the scorer the last
+    from metrobench.agents.runner.config import ModelConfig
+    from metrobench.agents.runner.run import case_hash, prepare_resume
+    from metrobench.data.selection import Selection
+    from metrobench.transcripts.records import CaseRecord, latest_records, write_transcript
+    from metrobench.transcripts.views import cut_view
+
+    cases = select_cases(bench, "doha", "all", load_split(bench))[:2]
+    a, b = (c.id for c in cases)
+    cfg = ModelConfig(name="fake")
+    meta = {c.id: {"config": cfg.fingerprint(), "case_sha": case_hash(c), "settings": cfg.settings()} for c in cases}
+    records = [CaseRecord(case_id=a, model="fake", system="doha", raw_content="first", meta=dict(meta[a])),
+               CaseRecord(case_id=b, model="fake", system="doha", error="503: busy",
+                          meta={**meta[b], "retryable": True}),
+               CaseRecord(case_id=a, model="fake", system="doha", raw_content="last", meta=dict(meta[a]))]
+    latest, doubled = latest_records(records)
+    assert [r.raw_content for r in latest.values()] == ["last", ""] and doubled == [a]
+    work, view = tmp_path / "work.jsonl", tmp_path / "view.jsonl"
+    write_transcript(work, records)
+    assert cut_view(work, view, Selection(system="doha"), cases) == 2
+    assert [(r.case_id, r.raw_content) for r in read_run(view).records] == [(a, "last"), (b, "")]
+    # the resume drops the retryable failure and keeps, of the doubled case, the record that is scored
+    assert prepare_resume(work, cfg, cases, restart=False, system="doha") == {a}
+    assert [(r.case_id, r.raw_content) for r in read_run(work).records] == [(a, "last")]

@@ -1,7 +1,8 @@
 """Scoring run files end to end: one path from a transcript to its scores.
 
-The run says which system and which cases it stands for
-(:func:`metrobench.transcripts.selection.run_system`, :func:`selection_to_score`),
+The run says which model, system and cases it stands for (:func:`check_run_model`: a
+transcript whose records name another model than ``--model`` is refused;
+:func:`metrobench.transcripts.selection.run_system`, :func:`selection_to_score`),
 the data resolves those cases, the scorer scores them, and the store writes them.
 """
 
@@ -18,7 +19,7 @@ from metrobench.scoring.judge import Judge
 from metrobench.scoring.names import check_name
 from metrobench.scoring.scorer import CaseScore, Scorer
 from metrobench.scoring.store import write_scores
-from metrobench.transcripts.records import MISSING, read_run
+from metrobench.transcripts.records import MISSING, Run, read_run
 from metrobench.transcripts.selection import run_system, selection_to_score
 
 
@@ -32,6 +33,25 @@ class ScoredRun:
     @property
     def missing(self) -> int:
         return sum(1 for s in self.scores if s.error == MISSING)
+
+
+def check_run_model(run: Run, model: str | None) -> None:
+    """Refuse to score a transcript under another model than its records name (``--model m`` on the
+    run of ``m-rep2``: its scores would stand in for another run's). Records that name no model
+    (a reference result file's, whose model is the file's metadata, or a foreign transcript's)
+    take ``--model`` as given. Without ``--model`` the records must name one model between them."""
+    if run.kind != "transcript":
+        return
+    if model is None:  # scored under the records' own name: they must agree on one
+        names = sorted({r.model for r in run.records if r.model})
+        if len(names) > 1:
+            raise MetrobenchError(f"{run.path}: the run's records are of {len(names)} models ({', '.join(names)}); "
+                                  "a run file holds one model's cases: write each model's to its own file")
+        return
+    named = sorted({r.model for r in run.records if r.model and r.model != model})
+    if named:
+        raise MetrobenchError(f"{run.path}: the run's records are of model {', '.join(named)}, not {model} "
+                              f"(--model); score it under its own name, or omit --model")
 
 
 def score_run_file(bench: Benchmark, run_path: Path | str, out: Path, *, judge: Judge | None,
@@ -63,6 +83,7 @@ def score_run(bench: Benchmark, run_path: Path | str, *, judge: Judge | None,
     cases = wanted.resolve(bench, partitions)
     if not (model or run.model):
         raise MetrobenchError(f"{run.path}: the run names no model; give one with --model")
+    check_run_model(run, model)
     name = check_name("model", model or run.model)
     scorer = Scorer(bench.system(system), errata=errata, judge=judge)
     scores = scorer.score([c.raw for c in cases], run.records, model=name, warn=warn)

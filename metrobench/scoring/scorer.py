@@ -22,7 +22,7 @@ from metrobench.scoring.judge import Judge
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.scoring.registry import ComponentSpec, components, spec
 from metrobench.scoring.rubrics import JudgeTask, system_facts
-from metrobench.transcripts.records import CaseRecord
+from metrobench.transcripts.records import CaseRecord, latest_records
 
 
 def tier_of(component: str) -> int:
@@ -119,15 +119,16 @@ class Scorer:
               model: str = "", warn=None) -> list[CaseScore]:
         """Score ``records`` against ``cases`` (case-file order); absent cases score as missing."""
         warn = warn or (lambda msg: print(f"metrobench: warning: {msg}", file=sys.stderr))
-        by_id: dict[str, CaseRecord] = {}
         known = {case["id"] for case in cases}
+        ours = []
         for record in records:
             if record.case_id not in known:
                 warn(f"case {record.case_id} is not among the {self.system.name} cases being scored: skipped")
                 continue
-            if record.case_id in by_id:
-                warn(f"case {record.case_id} appears more than once: the last record is scored")
-            by_id[record.case_id] = record
+            ours.append(record)
+        by_id, doubled = latest_records(ours)
+        for case_id in doubled:
+            warn(f"case {case_id} appears more than once: the last record is scored")
         pending: list[tuple[ComponentScore, JudgeTask]] = []
         scores = []
         for case in cases:

@@ -7,13 +7,17 @@ finished: in every user turn of its conversation, the last
 ``{"accepted": true, ...}``), so each example ends, as the reference's do
 (spec §11.2), on the tool result of an accepted submission. Several teachers
 may have solved a case: the higher Tier 1 wins, ties go to the teacher listed
-first. :func:`select_traces` counts, per teacher and category, the traces each
+first. A case recorded twice in a teacher's transcript is read from its last record, the one
+its Tier 1 was scored from (:func:`~metrobench.transcripts.records.latest_records`, the
+scorer's rule), with a warning. :func:`select_traces` counts, per teacher and category, the traces each
 reason dropped (:data:`DROP_REASONS`, checked in that order). Each example is the conversation in OpenAI message format
 (tool-call arguments as JSON strings, reasoning stripped) with the tool schemas
 the model saw, so training renders it exactly as inference does.
 
 Any model can teach, including the rule agent, whose records hold tool calls
-but no messages: its conversation is rebuilt from the prompt and its calls.
+but no messages: its conversation is rebuilt from the prompt and its calls. A recorded
+tool call without a function name (a foreign transcript's) cannot be trained on: it is
+one error naming the file, the case and the field.
 
 Tool-call arguments are stored in the form llama-server renders past calls
 in at inference (:func:`canonical_arguments`): the server parses each call's
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +44,7 @@ from metrobench.data.root import CASE_PREFIX, SYSTEMS
 from metrobench.atomic import atomic_open, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import TOOLS, system_prompt, user_message
-from metrobench.transcripts.records import CaseRecord, read_run
+from metrobench.transcripts.records import CaseRecord, latest_records, read_run
 from metrobench.vocabulary import CATEGORIES
 
 SUBMIT = "submit_assistant_state"
@@ -82,27 +87,49 @@ def canonical_arguments(arguments: Any) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
-def clean_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI-format messages: content always a string, arguments JSON strings, no reasoning."""
+def _call_field(call: Any, field: str, where: str) -> tuple[str, Any]:
+    """A recorded tool call's function name and arguments; a call without a name is an error naming ``field``."""
+    function = call.get("function") if isinstance(call, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    if not isinstance(name, str) or not name:
+        raise MetrobenchError(f"{where}: field {field}.function.name: a tool call needs its function's name "
+                              f"(got {name!r})")
+    return name, function.get("arguments")
+
+
+def clean_messages(messages: list[dict[str, Any]], where: str = "trace") -> list[dict[str, Any]]:
+    """OpenAI-format messages: content always a string, arguments JSON strings, no reasoning.
+
+    ``where`` (the file and case) begins the one-line error for a message that is not an object
+    or a tool call without a function name (a foreign transcript's).
+    """
     out = []
-    for m in messages:
+    for index, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise MetrobenchError(f"{where}: field messages[{index}]: each message must be an object")
         role = m.get("role")
         if role not in ("system", "user", "assistant", "tool"):
             continue
         item: dict[str, Any] = {"role": role, "content": m.get("content") or ""}
         if role == "assistant" and m.get("tool_calls"):
-            item["tool_calls"] = [{
-                "id": c.get("id") or f"call_{i}", "type": "function",
-                "function": {"name": c["function"]["name"],
-                             "arguments": canonical_arguments(c["function"]["arguments"])}}
-                for i, c in enumerate(m["tool_calls"])]
+            calls = m["tool_calls"]
+            if not isinstance(calls, list):
+                raise MetrobenchError(f"{where}: field messages[{index}].tool_calls: a list of tool calls, "
+                                      f"not {type(calls).__name__}")
+            item["tool_calls"] = []
+            for i, c in enumerate(calls):
+                name, arguments = _call_field(c, f"messages[{index}].tool_calls[{i}]", where)
+                item["tool_calls"].append({"id": c.get("id") or f"call_{i}", "type": "function",
+                                           "function": {"name": name, "arguments": canonical_arguments(
+                                               arguments if arguments is not None else {})}})
         if role == "tool":
             item["tool_call_id"] = m.get("tool_call_id") or ""
         out.append(item)
     return out
 
 
-def rebuild_messages(bench: Benchmark, system: str, record: CaseRecord) -> list[dict[str, Any]]:
+def rebuild_messages(bench: Benchmark, system: str, record: CaseRecord,
+                     where: str = "trace") -> list[dict[str, Any]]:
     """A conversation for a record without one (the rule agent): prompt, then one call per turn."""
     case = bench.case(record.case_id).raw
     turns = case.get("multi_turn_events") or [case["events"]]
@@ -111,11 +138,15 @@ def rebuild_messages(bench: Benchmark, system: str, record: CaseRecord) -> list[
         {"role": "user", "content": user_message([e for turn in turns for e in turn])},
     ]
     for i, call in enumerate(record.tool_calls_made):
+        name = call.get("name") if isinstance(call, dict) else None
+        if not isinstance(name, str) or not name:
+            raise MetrobenchError(f"{where}: field tool_calls_made[{i}].name: a tool call needs its function's "
+                                  f"name (got {name!r})")
         call_id = f"call_{i}"
         messages.append({"role": "assistant", "content": "", "tool_calls": [{
             "id": call_id, "type": "function",
-            "function": {"name": call["name"], "arguments": canonical_arguments(call.get("arguments") or {})}}]})
-        content = call["result"] if call.get("error") is None else {"error": call["error"]}
+            "function": {"name": name, "arguments": canonical_arguments(call.get("arguments") or {})}}]})
+        content = call.get("result") if call.get("error") is None else {"error": call["error"]}
         messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(content)})
     return messages
 
@@ -211,15 +242,20 @@ def select_traces(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, f
             path = Path(layout.run_file(str(runs_dir), teacher, system))
             if not path.is_file():
                 raise MetrobenchError(f"{path}: no run of teacher {teacher} on {system}")
-            for record in read_run(path).records:
+            records, doubled = latest_records(read_run(path).records)
+            for case_id in doubled:  # the record its Tier 1 was scored from: the same function chose it
+                print(f"metrobench: warning: {path}: case {case_id} appears more than once: its last record "
+                      "is used, as it was scored", file=sys.stderr)
+            for record in records.values():
                 if partitions.get(record.case_id) != "train":
                     continue
                 selection.note(teacher, record.case_id, "traces")
                 t1 = scores.get(record.case_id)
                 reason = _screen(record, t1, min_tier1)
                 if reason is None:
-                    messages = clean_messages(record.messages) if record.messages \
-                        else rebuild_messages(bench, system, record)
+                    where = f"{path}: case {record.case_id}"
+                    messages = clean_messages(record.messages, where) if record.messages \
+                        else rebuild_messages(bench, system, record, where)
                     reason = unfinished(messages)
                 if reason is not None:
                     selection.note(teacher, record.case_id, reason)

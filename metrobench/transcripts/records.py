@@ -281,6 +281,23 @@ def iter_transcript(path: Path) -> Iterator[CaseRecord]:
             raise MetrobenchError(f"{path}: line {number}: case {raw['case_id']}: {exc}") from None
 
 
+def latest_records(records: Iterable[CaseRecord]) -> tuple[dict[str, CaseRecord], list[str]]:
+    """Each case's record, the last of its records in file order (keyed in order of first appearance),
+    and the ids of the cases recorded more than once.
+
+    The one rule every reader of a run follows (the scorer, the views, the training set, the resume's
+    rewrite): the runner appends a case again only after dropping its retryable failure, so of two
+    records of one case the later is the newer; a transcript joined by hand is read the same way.
+    """
+    latest: dict[str, CaseRecord] = {}
+    doubled: dict[str, None] = {}
+    for record in records:
+        if record.case_id in latest:
+            doubled[record.case_id] = None
+        latest[record.case_id] = record
+    return latest, list(doubled)
+
+
 def read_run(path: Path | str) -> Run:
     """Read our JSONL transcript or the reference harness's result JSON (spec §6.7)."""
     path = Path(path)

@@ -4,12 +4,13 @@ Contract (issue 28): a model runs each case of a system once, into its work
 transcript (:func:`metrobench.layout.work_path`), whichever target asked for it;
 ``bench``/``run`` with ``--work W --out V`` run the selection's missing cases into
 ``W`` (resuming it, as any run) and then write ``V``: ``W``'s records of exactly
-the selection's cases, in ``W``'s order, each stamped with that selection
-(``meta.selection``). So a held-out view and the full matrix of one model share
-their held-out case runs, a teacher's train-partition traces are its benchmark
-row's train cases, and each view scores exactly as a run made for its selection
-alone would. A record's selection says which cases its view covers; what it was
-run with (settings, serving, case digest) is checked on resume as always.
+the selection's cases, in ``W``'s order (a case recorded twice: its last record, as
+the scorer reads it), each stamped with that selection (``meta.selection``). So a
+held-out view and the full matrix of one model share their held-out case runs, a
+teacher's train-partition traces are its benchmark row's train cases, and each view
+scores exactly as a run made for its selection alone would. A record's selection
+says which cases its view covers; what it was run with (settings, serving, case
+digest) is checked on resume as always.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metrobench.transcripts.records import iter_transcript, write_transcript
+from metrobench.transcripts.records import iter_transcript, latest_records, write_transcript
 
 if TYPE_CHECKING:
     from metrobench.data.models import Case
@@ -28,11 +29,10 @@ def cut_view(work: Path, out: Path, selection: Selection, cases: list[Case]) -> 
     """Write ``out``: the records of ``work`` for ``cases``, stamped with ``selection``; returns their count."""
     wanted = {case.id for case in cases}
     stamp = selection.to_meta()
-    records, seen = [], set()
-    for record in iter_transcript(Path(work)):
-        if record.case_id in wanted and record.case_id not in seen:  # never a doubled case
-            record.meta["selection"] = stamp
-            records.append(record)
-            seen.add(record.case_id)
+    # never a doubled case: of several records of one, the last (latest_records: as the scorer reads it)
+    latest, _ = latest_records(r for r in iter_transcript(Path(work)) if r.case_id in wanted)
+    records = list(latest.values())
+    for record in records:
+        record.meta["selection"] = stamp
     write_transcript(Path(out), records)
     return len(records)

@@ -16,8 +16,12 @@ Repeated runs (``repeats: k``): :meth:`ModelConfig.for_repeat` gives run ``i`` o
 k, named :func:`metrobench.layout.repeat_name` (``<name>-rep<i>``; run 1 is the model
 as it is, so asking for repeats reruns nothing). Where the endpoint takes a sampling
 seed (:data:`SEEDED`: llama.cpp's server, OpenAI and Azure chat completions, Mistral as
-``random_seed``), run i sends the model's ``seed`` (0 when unset) plus i - 1; Azure's
-Responses API takes none. Everything else of the requests is identical, so at
+``random_seed``), run i sends the model's ``seed`` plus i - 1: run 1 its ``seed`` as
+configured. A model with no ``seed`` sends none on run 1, as the reference harness
+sends none (a single run is the paper's run, its fingerprint unchanged by asking for
+repeats), and ``i - 1`` on run i > 1 (its seed counted from 0): at temperature > 0 set a
+``seed`` to make every run of a repeated model seeded. Azure's Responses API takes
+none. Everything else of the requests is identical, so at
 temperature 0 the repeats differ only by what the server itself does not fix
 (batching, slot scheduling, floating-point order). Run i records ``repeat: i`` (i > 1)
 and its seed in its settings, so every repeat has its own fingerprint.

@@ -106,8 +106,7 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
         return set()
     hashes = {c.id: case_hash(c) for c in cases}
     fingerprint = cfg.fingerprint()
-    keep: list[CaseRecord] = []
-    done: set[str] = set()
+    keep: dict[str, CaseRecord] = {}  # of a case recorded twice, the last (latest_records, as it is scored)
     redo = 0
     for record in iter_transcript(path):
         recorded = record.system or SYSTEM_BY_PREFIX.get(record.case_id.split("-")[0], "")
@@ -137,13 +136,10 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
         if record.meta.get("retryable"):
             redo += 1
             continue
-        if record.case_id in done:
-            continue
-        keep.append(record)
-        done.add(record.case_id)
+        keep[record.case_id] = record
     if redo:
-        write_transcript(path, keep)  # drop the failures that will be redone
-    return done
+        write_transcript(path, keep.values())  # drop the failures that will be redone
+    return set(keep)
 
 
 class Progress:
