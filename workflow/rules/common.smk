@@ -15,7 +15,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.footprint.fit import check_study
 from metrobench.hub.lock import lock_problems, read_lock
 from metrobench.study import RULE_AGENT, read_sources, validate_study
-from metrobench.training.chat_template import chat_template
+from metrobench.agents.chat_template import chat_template
 from metrobench.training.recipe import load_recipe
 from metrobench.vocabulary import WHOLE
 
