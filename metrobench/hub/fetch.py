@@ -49,8 +49,6 @@ from metrobench.hub.resolve import disk_problem, hub_error, quiet_hub, status_pr
 
 LOCK_HINT = ("run `metrobench lock` (resolves the config's downloads on the hub; no download) and commit "
              "the lock, or place the file there and run `metrobench lock --adopt {path}`")
-#: Bytes read from the hub and written to the part file at a time (each write reaches the file at once).
-CHUNK = 1 << 20
 
 
 def part_path(dest: Path) -> Path:
@@ -149,8 +147,9 @@ def _download(entry: LockedGguf, part: Path, what: str) -> None:
     url = hf_hub_url(entry.repo, entry.file, revision=entry.commit)
     got = have
     try:
-        with get_session().stream("GET", url, headers=headers, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT,
-                                  follow_redirects=True) as response:
+        with _open_part(part, what) as handle, get_session().stream(
+                "GET", url, headers=headers, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT,
+                follow_redirects=True) as response:
             status = response.status_code
             if status == 416:      # the hub says the part already reaches past the file: start again
                 part.unlink()
@@ -164,12 +163,12 @@ def _download(entry: LockedGguf, part: Path, what: str) -> None:
                     f"bytes {have}-"):
                 raise MetrobenchError(f"{what}: asked for the bytes from {have} on, the hub answered "
                                       f"{response.headers.get('Content-Range')!r}; rerun")
-            if status != 206:      # the whole file (a hub that ignores the range): from byte 0
+            if have and status != 206:   # the whole file (a hub that ignores the range): from byte 0
+                handle.truncate(0)
                 have = got = 0
-            with _open_part(part, append=have > 0, what=what) as handle:
-                for chunk in response.iter_bytes(CHUNK):
-                    _write(handle, chunk, part, what)
-                    got += len(chunk)
+            for chunk in response.iter_bytes():   # as each read arrives: none held back in a buffer
+                _write(handle, chunk, part, what)
+                got += len(chunk)
     except MetrobenchError:
         raise
     except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
@@ -186,10 +185,11 @@ def _download(entry: LockedGguf, part: Path, what: str) -> None:
 
 
 @contextmanager
-def _open_part(part: Path, *, append: bool, what: str) -> Iterator[Any]:
-    """The part file, unbuffered (a killed fetch keeps every byte it wrote), for appending or afresh."""
+def _open_part(part: Path, what: str) -> Iterator[Any]:
+    """The part file for appending, unbuffered (a killed fetch keeps every byte it wrote); opened before
+    the request is sent, so it is there however soon the fetch is killed."""
     try:
-        handle = open(part, "ab" if append else "wb", buffering=0)  # noqa: SIM115 - closed below
+        handle = open(part, "ab", buffering=0)  # noqa: SIM115 - closed below
     except OSError as exc:
         raise MetrobenchError(f"{what}: cannot write {part}: {disk_problem(exc)}") from None
     try:

@@ -20,9 +20,9 @@ The CDN honours ``Range: bytes=N-`` as a CDN does (206 with ``Content-Range``,
 Faults for the tests: ``corrupt`` (file names whose bytes the CDN serves with
 one byte flipped), ``cut`` (file names whose body the CDN cuts off halfway, the
 ``Content-Length`` promising all of it: a short body), ``stall`` (file names
-whose body stops halfway: :attr:`stalled` is set, and the connection is held
-until :attr:`release` is set, then dropped; the test kills the client
-meanwhile), ``refuse`` (file name -> HTTP status its resolve answers: 401 a
+whose body stops halfway: :attr:`stalled` is set, and the rest waits until
+:attr:`release` is set; a test kills the client meanwhile, or starts a second
+one), ``refuse`` (file name -> HTTP status its resolve answers: 401 a
 refused token, 403 no access, 500 a server error), ``gated`` (repos that answer
 401 GatedRepo). Every request path is recorded in ``requests``; the CDN's GETs
 with the ``Range`` they carried (None: none) in ``ranges``; the requests that
@@ -169,11 +169,16 @@ class FakeHub:
             status, headers["Content-Range"] = 206, f"bytes {start}-{len(data) - 1}/{len(data)}"
         part = data[start:]
         if body and (name in self.cut or name in self.stall):
-            self._send(handler, status, part[: len(part) // 2], headers, body, length=len(part))
+            half = len(part) // 2
+            self._send(handler, status, part[:half], headers, body, length=len(part))
             handler.wfile.flush()
             if name in self.stall:
                 self.stalled.set()
                 self.release.wait(STALL_LIMIT_S)
+                try:
+                    handler.wfile.write(part[half:])
+                except OSError:
+                    pass           # the client was killed meanwhile
             handler.close_connection = True
             return
         self._send(handler, status, part, headers, body)
