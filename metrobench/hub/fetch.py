@@ -130,7 +130,6 @@ def _download(entry: LockedGguf, part: Path, what: str) -> None:
     """Bring ``part`` to the locked file's full size from the hub, asking only for the bytes it lacks."""
     from huggingface_hub import constants, hf_hub_url
     from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-    import httpx2
 
     quiet_hub()
     have = _size(part)
@@ -139,7 +138,7 @@ def _download(entry: LockedGguf, part: Path, what: str) -> None:
         have = 0
     if have == entry.size:
         return
-    if constants.is_offline_mode():
+    if constants.HF_HUB_OFFLINE:
         raise MetrobenchError(f"{what}: HF_HUB_OFFLINE is set: the hub cannot be asked")
     headers = build_hf_headers()
     if have:
@@ -171,13 +170,16 @@ def _download(entry: LockedGguf, part: Path, what: str) -> None:
                 got += len(chunk)
     except MetrobenchError:
         raise
-    except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
-        raise MetrobenchError(f"{what}: the hub's answer was cut short ({type(exc).__name__}) after {got} of "
-                              f"{entry.size} bytes; the part is kept in {part}: rerun to resume") from None
-    except httpx2.ReadTimeout:
-        raise MetrobenchError(f"{what}: the hub stopped sending for {constants.HF_HUB_DOWNLOAD_TIMEOUT} s after "
-                              f"{got} of {entry.size} bytes; the part is kept in {part}: rerun to resume") from None
     except Exception as exc:  # noqa: BLE001 - one line naming the entry
+        # by name: the hub library's HTTP client is httpx in huggingface_hub 1.x, httpx2 in 2.x
+        kind = type(exc).__name__
+        if kind in ("RemoteProtocolError", "ReadError"):
+            raise MetrobenchError(f"{what}: the hub's answer was cut short ({kind}) after {got} of {entry.size} "
+                                  f"bytes; the part is kept in {part}: rerun to resume") from None
+        if kind == "ReadTimeout":
+            raise MetrobenchError(f"{what}: the hub sent nothing for {constants.HF_HUB_DOWNLOAD_TIMEOUT} s after "
+                                  f"{got} of {entry.size} bytes; the part is kept in {part}: rerun to resume") \
+                from None
         raise hub_error(exc, what) from None
     if got < entry.size:
         raise MetrobenchError(f"{what}: the hub's answer was cut short after {got} of {entry.size} bytes; the "
