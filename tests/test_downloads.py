@@ -27,7 +27,7 @@ from metrobench.study import load_study
 
 NAME = "Qwen3.5-2B-Q8_0.gguf"
 CDN_PATH = f"/{GGUF_REPO}/{NAME}"
-PART = f"models/.{NAME}.part"
+PART = f"models/.{NAME}.{hashlib.sha256(GGUF).hexdigest()[:12]}.part"
 HALF = len(GGUF) // 2
 #: What the tests put in HF_TOKEN: it must reach the hub, and never a message.
 TOKEN = "hf_SECRETtokenNEVERshown0123456789"
@@ -111,6 +111,17 @@ def test_a_part_that_does_not_verify_is_deleted_and_a_hub_ignoring_the_range_sta
     assert hub.ranges == [(CDN_PATH, "bytes=100-")]
     done = fetch(tmp_path, hub)                # from byte 0 now
     assert done.returncode == 0 and (tmp_path / DEST).read_bytes() == GGUF
+
+
+def test_a_part_of_another_version_of_the_file_is_never_resumed_into_this_one(tmp_path, hub):
+    locked(tmp_path, hub)
+    (tmp_path / "models").mkdir()
+    older = tmp_path / f"models/.{NAME}.{'0' * 12}.part"   # left by a fetch under an older lock entry
+    older.write_bytes(GGUF[:100])
+    done = fetch(tmp_path, hub)
+    assert done.returncode == 0, done.stderr
+    assert hub.ranges == [(CDN_PATH, None)] and not older.exists()
+    assert (tmp_path / DEST).read_bytes() == GGUF
 
 
 # -- 2. two fetches of one file at once --------------------------------------------------------

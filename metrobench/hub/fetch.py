@@ -1,7 +1,9 @@
 """Download exactly what the lock says, verify it, and only then let anything use it.
 
 * A GGUF (:func:`fetch_gguf`) is streamed from the hub at the locked commit
-  into a part file beside its destination (``models/.X.gguf.part``), flushed
+  into a part file beside its destination (``models/.X.gguf.<digest>.part``,
+  named by the locked SHA-256, so a part of another version is never resumed
+  into this one, and is deleted when this one starts), flushed
   as it arrives. A download that is killed, cut off or refused keeps its part:
   the next fetch asks only for the rest (``Range: bytes=<size of the part>-``,
   as ``huggingface_hub`` does within one call; its own partial files do not
@@ -51,9 +53,17 @@ LOCK_HINT = ("run `metrobench lock` (resolves the config's downloads on the hub;
              "the lock, or place the file there and run `metrobench lock --adopt {path}`")
 
 
-def part_path(dest: Path) -> Path:
-    """Where a GGUF's download accumulates until it is whole and verified."""
-    return dest.with_name(f".{dest.name}.part")
+def part_path(dest: Path, entry: LockedGguf) -> Path:
+    """Where a GGUF's download accumulates until it is whole and verified: named by the locked digest,
+    so a part of another version of the file (the lock updated since) is never resumed into this one."""
+    return dest.with_name(f".{dest.name}.{entry.sha256[:12]}.part")
+
+
+def _drop_other_parts(dest: Path, keep: Path) -> None:
+    """Parts of other versions of ``dest`` (fetches under an older lock entry): this fetch's kind wrote them."""
+    for other in dest.parent.glob(f".{dest.name}.*.part"):
+        if other != keep and len(other.name) == len(keep.name):
+            other.unlink(missing_ok=True)
 
 
 def lock_path(dest: Path) -> Path:
@@ -108,7 +118,8 @@ def fetch_gguf(lock: LockFile, lock_path: str, path: str) -> Path:
             raise MetrobenchError(f"{key}: a file is already there, and it is not the locked one ({problem}); "
                                   f"it is not replaced: move it away and rerun, or keep it with "
                                   f"`metrobench lock --adopt {key}`")
-        part = part_path(dest)
+        part = part_path(dest, entry)
+        _drop_other_parts(dest, part)
         _download(entry, part, what)
         problem = file_problem(part, entry)
         if problem:

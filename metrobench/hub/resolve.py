@@ -5,8 +5,11 @@ hub's ``GET /api/models/<repo>/revision/<rev>?blobs=true``) gives the commit a
 branch or tag points at and, for every file, its size, its Git blob id and,
 for LFS files, its SHA-256. Every call has a total deadline
 (:func:`with_deadline`): a hub that trickles its answer cannot hold the
-command past it. Hub failures become one line naming the entry
-(:func:`hub_error`).
+command past it. Hub failures become one line naming the entry and what
+happened (:func:`hub_error`, shared with the downloads): an unknown repo,
+revision or file, a gated repo, a refused token (401), no access (403), a
+server error (5xx), a body cut short, a full disk, no network — each said as
+itself, never as "no network", and never with the token in it.
 """
 
 from __future__ import annotations
