@@ -256,3 +256,11 @@ def test_a_server_error_on_a_base_is_not_a_network_problem(tmp_path, hub):
     line = one_error(metrobench(tmp_path, hub, "fetch-model", "--lock", "models.lock.yaml", "--base", BASE_REPO))
     assert line.startswith(f"metrobench: error: base {BASE_REPO} at {COMMIT}: the hub failed with a server "
                            f"error (500)"), line
+
+
+@pytest.mark.parametrize("status", [403, 500])
+def test_a_refused_metadata_call_is_not_a_network_problem_either(tmp_path, hub, status):
+    hub.refuse[GGUF_REPO] = status
+    line = one_error(metrobench(tmp_path, hub, "lock", "--config", str(config(tmp_path))))
+    assert line.startswith(f"metrobench: error: downloads.gguf[{DEST}] ({GGUF_REPO}/{NAME} at main): the hub "
+                           f"{'refused access (403)' if status == 403 else 'failed with a server error (500)'}"), line

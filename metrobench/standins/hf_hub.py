@@ -22,8 +22,9 @@ one byte flipped), ``cut`` (file names whose body the CDN cuts off halfway, the
 ``Content-Length`` promising all of it: a short body), ``stall`` (file names
 whose body stops halfway: :attr:`stalled` is set, and the rest waits until
 :attr:`release` is set; a test kills the client meanwhile, or starts a second
-one), ``refuse`` (file name -> HTTP status its resolve answers: 401 a
-refused token, 403 no access, 500 a server error), ``gated`` (repos that answer
+one), ``refuse`` (file name -> HTTP status its resolve answers, or repo ->
+the status its metadata API answers: 401 a refused token, 403 no access, 500 a
+server error), ``gated`` (repos that answer
 401 GatedRepo). Every request path is recorded in ``requests``; the CDN's GETs
 with the ``Range`` they carried (None: none) in ``ranges``; the requests that
 carried an ``Authorization`` header in ``authorized``. ``port`` and
@@ -191,6 +192,8 @@ class FakeHub:
         else:
             return self._error(handler, body, 404, "RepoNotFound")
         revision = tail.split("/", 1)[0]
+        if repo in self.refuse:
+            return self._error(handler, body, self.refuse[repo], None, "Internal Error")
         commit = self._commit_or_refuse(handler, body, repo, revision)
         if commit is None:
             return None
