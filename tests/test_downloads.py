@@ -48,8 +48,9 @@ def locked(tmp_path: Path, hub: FakeHub) -> None:
 
 
 def env_for(tmp_path: Path, hub: FakeHub) -> dict[str, str]:
+    # a stalled first fetch must outwait the second one's start however slow the machine: no read timeout
     env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_DISABLE_XET="1", HF_HUB_DISABLE_TELEMETRY="1",
-               HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN)
+               HF_ENDPOINT=hub.url, HF_TOKEN=TOKEN, HF_HUB_DOWNLOAD_TIMEOUT="600")
     env.pop("HF_HUB_OFFLINE", None)
     return env
 
