@@ -245,6 +245,27 @@ class Downloads(Section):
     bases: dict[HubRepo, BaseDownload] = Field(
         {}, description="<hub repo>: {revision?, allow_patterns?, ignore_patterns?}: a student's base weights")
 
+    @field_validator("gguf", mode="before")
+    @classmethod
+    def _file_paths(cls, value: Any) -> Any:
+        """Each key a file path relative to the project folder, normalised as the lock keys it
+        (:func:`metrobench.hub.lock.gguf_key`); two spellings of one file are refused."""
+        from metrobench.hub.lock import gguf_key, gguf_path_problem
+
+        if not isinstance(value, Mapping):
+            return value
+        out: dict[Any, Any] = {}
+        spelt: dict[str, Any] = {}
+        for name, entry in value.items():
+            problem = gguf_path_problem(name) if isinstance(name, str) else "is not text"
+            if problem:
+                raise ValueError(f"key {name!r} {problem}")
+            key = gguf_key(name)
+            if key in out:
+                raise ValueError(f"keys {spelt[key]!r} and {name!r} name one file, {key}: keep one")
+            out[key], spelt[key] = entry, name
+        return out
+
 
 class Rate(Section):
     """What one case costs a model: tokens it reads and writes, and how fast its server does so."""
