@@ -153,6 +153,27 @@ def ending_kind(record: CaseRecord) -> str:
     return INFRASTRUCTURE if kind == "infrastructure" else CONTEXT if kind == "context" else MODEL
 
 
+def rerun_on_resume(record: CaseRecord) -> bool:
+    """Whether a resumed run redoes this record's case: its ending was the infrastructure's
+    (``meta["retryable"]``, set by :func:`mark_ending`). The one predicate the runner's resume and
+    ``metrobench plan``'s count of remaining case runs share."""
+    return bool(record.meta.get("retryable"))
+
+
+def current_records(records: Iterable[CaseRecord]) -> dict[str, CaseRecord]:
+    """Each case's current record, as a resume, a view and the scorer read a transcript: its last
+    record that a resume keeps (:func:`rerun_on_resume` false). A record appended later for a case
+    supersedes the earlier ones (a case rerun after its data changed, ``--rerun-changed``), which stay
+    in the file. In file order of the records chosen."""
+    current: dict[str, CaseRecord] = {}
+    for record in records:
+        if rerun_on_resume(record):
+            continue
+        current.pop(record.case_id, None)  # re-inserted: the order is the later record's
+        current[record.case_id] = record
+    return current
+
+
 def mark_ending(record: CaseRecord) -> None:
     """Record the ending and its kind in ``meta`` (and ``retryable``, which resume reads)."""
     record.meta["ending"] = ending(record)

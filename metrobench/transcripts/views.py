@@ -9,7 +9,11 @@ the selection's cases, in ``W``'s order, each stamped with that selection
 their held-out case runs, a teacher's train-partition traces are its benchmark
 row's train cases, and each view scores exactly as a run made for its selection
 alone would. A record's selection says which cases its view covers; what it was
-run with (settings, serving, case digest) is checked on resume as always.
+run with (settings, serving, case digest) is checked on resume as always. A case's
+record in a view is its current one in ``W`` (:func:`~metrobench.transcripts.records.current_records`:
+the last one a resume keeps), so a case rerun after its data changed (``--rerun-changed``)
+shows its new record while the old one stays in ``W``. ``V`` is never ``W``: the
+commands refuse a ``--out`` that resolves to the work transcript (:func:`check_view_path`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metrobench.transcripts.records import iter_transcript, write_transcript
+from metrobench.errors import MetrobenchError
+from metrobench.transcripts.records import current_records, iter_transcript, write_transcript
 
 if TYPE_CHECKING:
     from metrobench.data.models import Case
@@ -28,11 +33,24 @@ def cut_view(work: Path, out: Path, selection: Selection, cases: list[Case]) -> 
     """Write ``out``: the records of ``work`` for ``cases``, stamped with ``selection``; returns their count."""
     wanted = {case.id for case in cases}
     stamp = selection.to_meta()
-    records, seen = [], set()
-    for record in iter_transcript(Path(work)):
-        if record.case_id in wanted and record.case_id not in seen:  # never a doubled case
-            record.meta["selection"] = stamp
-            records.append(record)
-            seen.add(record.case_id)
+    records = [record for case_id, record in current_records(iter_transcript(Path(work))).items()
+               if case_id in wanted]  # each case once: its current record
+    for record in records:
+        record.meta["selection"] = stamp
     write_transcript(Path(out), records)
     return len(records)
+
+
+def check_view_path(work: Path, out: Path) -> None:
+    """Refuse ``--out`` naming the work transcript itself under any spelling (``w/x/../x/m.jsonl``,
+    ``./w/m.jsonl``, a symbolic or hard link): cutting the view would replace the model's whole
+    transcript, every other view's paid-for cases, with this selection's."""
+    import os
+
+    work, out = Path(work), Path(out)
+    same = work.resolve() == out.resolve()
+    if not same and work.exists() and out.exists():
+        same = os.path.samefile(work, out)
+    if same:
+        raise MetrobenchError(f"--out {out} is the work transcript --work {work} (the same file): the view "
+                              "would replace every case it holds; give --out a path of its own")
