@@ -9,7 +9,9 @@ quantize: export, ...), prefixed ``teacher`` for the train view (the teachers').
 A run's cases are those its own flags select (``--system``, ``--partition`` under
 ``--split``, ``--sample``, ``--cases``, ``--limit``: the selection ``bench``
 resolves, :class:`~metrobench.data.selection.Selection`), less the cases
-its transcript already holds (a resumed run skips them) — with ``--work W``, the
+its transcript already holds as done (a resumed run skips them; one that ended on the
+infrastructure, ``meta.retryable``, is redone and counted: the runner's own predicate,
+:func:`~metrobench.transcripts.records.current_records`) — with ``--work W``, the
 cases ``W`` holds and those an earlier planned view of ``W`` runs, so a case two
 targets read counts once. A score's cases are its runs' views. When the split
 file is not written yet, the split is drawn from the config's partition settings
@@ -293,10 +295,13 @@ class Cases:
 
 
 def _recorded(path: Path) -> set[str]:
-    """Case ids a transcript already holds (none when it is not there)."""
-    from metrobench.transcripts.records import iter_transcript
+    """Case ids a transcript holds as done, as the runner's resume reads it (none when it is not there):
+    a case whose records all ended on the infrastructure (``meta.retryable``: an outage, a refused
+    connection, 5xx after retries) is not done, a rerun redoes it
+    (:func:`~metrobench.transcripts.records.current_records`, what ``prepare_resume`` keeps)."""
+    from metrobench.transcripts.records import current_records, iter_transcript
 
-    return {record.case_id for record in iter_transcript(path)} if path.is_file() else set()
+    return set(current_records(iter_transcript(path))) if path.is_file() else set()
 
 
 # --- the estimate ------------------------------------------------------------------------------

@@ -98,6 +98,29 @@ def test_sample_and_resume_narrow_the_case_runs(workflow: Path, root: Path):
     assert rows["runs", "tiny"].cases == len(holdout(root, "MARTA")) - 2   # a resumed run skips them
 
 
+def test_a_case_that_ended_on_the_infrastructure_is_planned_for_its_rerun(workflow: Path, root: Path):
+    """Issue 41, class 5: a record the runner's resume redoes (``meta.retryable``: the endpoint was down)
+    is not done: an outage over a whole system plans the whole rerun, not 0 case runs."""
+    cases = holdout(root, "MARTA")
+    outage = {"error": "connection refused: http://127.0.0.1:9/v1/chat/completions",
+              "meta": {"ending": "infrastructure", "ending_kind": "infrastructure", "retryable": True}}
+    work = workflow / "results/work/tiny/marta.jsonl"
+    work.parent.mkdir(parents=True, exist_ok=True)
+
+    def planned(records: list[dict]) -> int:
+        work.write_text("".join(json.dumps({"model": "tiny", "system": "marta", **record}) + "\n"
+                                for record in records))
+        try:
+            return by_key(plan(TARGETS[:1], ["small.yaml"], cwd=workflow))["runs", "tiny"].cases
+        finally:
+            work.unlink()
+
+    # one answered, two down, and one down before it was answered on a rerun
+    assert planned([{"case_id": cases[0]}, {"case_id": cases[1], **outage}, {"case_id": cases[2], **outage},
+                    {"case_id": cases[3], **outage}, {"case_id": cases[3]}]) == len(cases) - 2
+    assert planned([{"case_id": case, **outage} for case in cases]) == len(cases)
+
+
 def test_two_views_of_one_model_count_each_case_once(workflow: Path, root: Path, bench):
     """The held-out and the full view share one work transcript: the held-out cases run once."""
     every = len(bench.cases("marta"))
