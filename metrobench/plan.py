@@ -411,8 +411,11 @@ def benchmark_seconds(path: Path) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path(".")) -> list[Row]:
-    """One row per (stage, model), in the order the stages and models first appear."""
+def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path("."), config: str = "the config") -> list[Row]:
+    """One row per (stage, model), in the order the stages and models first appear.
+
+    A run of a model ``config`` (its files, named in the error) does not have (a misspelt name, a
+    repeat beyond its ``repeats``: :meth:`StudyConfig.unknown_model`) is an error, never a priced row."""
     counter = Cases(study, root)
     gpu = GpuNeeds(study, root)
     rows: dict[tuple[str, str], Row] = {}
@@ -421,6 +424,10 @@ def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path(".")) ->
     for job, words in planned:
         flags = _flags(words) if words and words[0] in (*RUN_COMMANDS, "score") else None
         stage = stage_of(job, words)
+        if words and words[0] in RUN_COMMANDS and "model" in job.wildcards:
+            unknown = study.unknown_model(job.wildcards["model"])
+            if unknown:
+                raise MetrobenchError(f"plan: {config}: {unknown}")
         cases = 0 if flags is None else counter.count_run(flags) if words[0] in RUN_COMMANDS \
             else counter.count_score(flags)
         cost = job_cost(study, job, words, flags, cases)
@@ -517,7 +524,7 @@ def plan_of(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG
     if force and study.gpu is not None:
         overrides = [*overrides, "gpu={enforce: false}"]
     jobs = parse_jobs(dry_run(targets, configfiles, overrides, forceall, cwd))
-    rows = tabulate(study, jobs, root)
+    rows = tabulate(study, jobs, root, ", ".join(configfiles))
     problem = refusal(study, [row.gpu for row in rows if row.gpu is not None], f"plan of {' '.join(targets)}")
     if problem and not force and study.gpu is not None and study.gpu.enforce:
         raise MetrobenchError(problem)

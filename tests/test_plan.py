@@ -121,6 +121,39 @@ def test_a_case_that_ended_on_the_infrastructure_is_planned_for_its_rerun(workfl
     assert planned([{"case_id": case, **outage} for case in cases]) == len(cases)
 
 
+@pytest.mark.parametrize(("target", "said"), [
+    ("results/runs/holdout/tiny-rep9/marta.jsonl", "model 'tiny-rep9' is no run of the config: tiny runs 3 times "
+                                                   "(repeats: 3: tiny, tiny-rep2, tiny-rep3)"),
+    ("results/scores/tier1/holdout/model=tinny/system=marta/part.parquet",
+     "model 'tinny' is not in the config's models (hosted, other, tiny)"),
+])
+def test_a_view_of_a_model_the_config_does_not_have_is_one_error_line(workflow: Path, root: Path, capsys,
+                                                                       target, said):
+    """Issue 41, class 5: a repeat beyond the model's count or a misspelt name is refused naming the model
+    and the config, never planned as a priced row; a repeat the config has plans as before."""
+    config = small_config(root)
+    config["models"]["tiny"]["repeats"] = 3
+    (workflow / "repeats.yaml").write_text(yaml.safe_dump(config))
+    assert main(["plan", target, "--configfile", "repeats.yaml", "--directory", str(workflow)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("metrobench: error: ") and f"repeats.yaml: {said}" in err[0]
+    rows = by_key(plan(["results/runs/holdout/tiny-rep3/marta.jsonl"], ["repeats.yaml"], cwd=workflow))
+    assert rows["runs", "tiny-rep3"].cases == len(holdout(root, "MARTA"))
+
+
+def test_the_plan_itself_refuses_to_price_a_run_of_no_configured_model(workflow: Path):
+    """Whatever the workflow lets through, the table never prices a run of a model the config lacks."""
+    from metrobench.plan import Job, tabulate
+    from metrobench.study import load_study
+
+    study = load_study([str(workflow / "small.yaml")])
+    job = Job("run", {"model": "tinny", "system": "marta", "partition": "holdout"},
+              shell="metrobench bench --system marta --partition holdout --model tinny "
+                    "--out results/runs/holdout/tinny/marta.jsonl")
+    with pytest.raises(MetrobenchError, match=r"^plan: small.yaml: model 'tinny' is not in the config's models"):
+        tabulate(study, [job], workflow, "small.yaml")
+
+
 def test_two_views_of_one_model_count_each_case_once(workflow: Path, root: Path, bench):
     """The held-out and the full view share one work transcript: the held-out cases run once."""
     every = len(bench.cases("marta"))

@@ -208,6 +208,11 @@ def run_settings(wildcards):
     w = wildcards
     if w.model == RULE_AGENT:
         return RULE_AGENT
+    unknown = STUDY.unknown_model(w.model)
+    if unknown:  # a misspelt model or a repeat beyond its count: no run to plan
+        sys.exit(
+            f"metrobench: error: {', '.join(map(str, workflow.configfiles))}: {unknown}"
+        )
     student = student_of(w.model)
     if student:
         gguf = paths.quantized_gguf(*student)
