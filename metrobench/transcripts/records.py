@@ -3,7 +3,9 @@
 A transcript file (``runs/{model}/{system}.jsonl``) is append-only: the runner
 and the rule agent write each case's record as soon as the case ends and flush
 it, so a killed run loses only the cases in flight and a rerun can skip the
-cases already present. The record carries the reference runner's ``CaseResult``
+cases already present. A case may have more than one record (rerun after its data
+changed, ``--rerun-changed``): its current record is its last one a resume keeps
+(:func:`current_records`), and the earlier ones stay, superseded. The record carries the reference runner's ``CaseResult``
 fields under the same names (spec §6.7), plus ``model`` and ``system``, so the
 scorer treats our transcripts and the reference harness's result JSON the same
 way: :func:`read_run` accepts either.

@@ -10,8 +10,14 @@ per ending); one stopped by a fatal endpoint error (a refused key, an unknown
 model, a server that never answered) sends no further case. Every record carries
 the model-config fingerprint and its case's hash; a rerun under a different
 configuration, against a changed case or for another system refuses to mix
-them unless told to start over; the refusal of other settings names the fields that
-changed (``max_tokens 512 → 256``). ``set_aside`` (``--set-aside``, what the workflow
+them; the refusal of other settings names the fields that changed
+(``max_tokens 512 → 256``). A case's record is its last one a resume keeps
+(:func:`~metrobench.transcripts.records.current_records`); ``rerun_changed``
+(``--rerun-changed``, the remedy a changed case's refusal names) reruns exactly the
+selected cases whose data changed, their new records appended after the old, which stay;
+``restart`` (``--restart``) sets the whole transcript aside (:func:`restart_aside`) and
+starts a new one — a work transcript holds every view's paid-for cases, so it is never
+deleted. ``set_aside`` (``--set-aside``, what the workflow
 passes) starts a transcript made under other settings or serving afresh without losing
 it: the old file is renamed to ``<name>.<its fingerprint>.jsonl`` beside it (never over
 another file) and a new one begins, so a settings edit reruns and the paid-for cases stay. The whole run, resume check included, holds
