@@ -11,7 +11,9 @@ A run's cases are those its own flags select (``--system``, ``--partition`` unde
 resolves, :class:`~metrobench.data.selection.Selection`), less the cases
 its transcript already holds as done (a resumed run skips them; one that ended on the
 infrastructure, ``meta.retryable``, is redone and counted: the runner's own predicate,
-:func:`~metrobench.transcripts.records.current_records`) — with ``--work W``, the
+:func:`~metrobench.transcripts.records.current_records`; a ``bench`` job's transcript made
+under other settings than its command's, ``meta.config``, holds none: its run starts
+afresh) — with ``--work W``, the
 cases ``W`` holds and those an earlier planned view of ``W`` runs, so a case two
 targets read counts once. A score's cases are its runs' views. When the split
 file is not written yet, the split is drawn from the config's partition settings
@@ -236,6 +238,7 @@ class Cases:
         self._splits: dict[tuple[str, str], dict[str, str]] = {}
         self._claimed: dict[Path, set[str]] = {}  # work transcript -> cases a planned run holds or runs
         self.views: dict[str, int] = {}  # a planned run's --out -> the cases of its view
+        self._fingerprints: dict[str, str | None] = {}  # a bench command's settings -> their fingerprint
 
     def _bench(self, data: str | None) -> Benchmark:
         from metrobench.data import Benchmark
@@ -275,8 +278,37 @@ class Cases:
         selection = Selection(flags.system, flags.partition, sample=flags.sample, cases=cases, limit=flags.limit)
         return {case.id for case in selection.resolve(bench, self._split(bench, flags.split))}
 
-    def count_run(self, flags: argparse.Namespace) -> int:
-        """A run's case runs: its selection, less what its transcript holds or an earlier view of it runs."""
+    def fingerprint(self, words: list[str]) -> str | None:
+        """The settings fingerprint a ``bench`` job's run records: its own command line parsed as
+        ``bench`` parses it (:func:`metrobench.commands.common._model_config`, run in the workflow's
+        folder); ``None`` when it cannot be told (then the transcript's records are not compared)."""
+        import io
+
+        from metrobench.commands.common import _add_run_options, _model_config
+
+        parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+        _add_run_options(parser)
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                args = parser.parse_known_args(words[1:])[0]
+        except (argparse.ArgumentError, SystemExit):
+            return None
+        key = repr(sorted((k, v) for k, v in vars(args).items()
+                          if k not in ("system", "partition", "split", "sample", "cases", "limit", "out", "work",
+                                       "data")))
+        if key not in self._fingerprints:
+            try:
+                with contextlib.chdir(self.root):
+                    self._fingerprints[key] = _model_config(args).fingerprint()
+            except MetrobenchError:
+                self._fingerprints[key] = None
+        return self._fingerprints[key]
+
+    def count_run(self, flags: argparse.Namespace, words: list[str] | None = None) -> int:
+        """A run's case runs: its selection, less what its transcript holds or an earlier view of it runs.
+
+        For a ``bench`` job (``words``, its command), a transcript made under other settings holds
+        nothing done: its run sets it aside (``--set-aside``) or refuses it, so every case runs anew."""
         ids = self.selected(flags)
         if flags.out:
             self.views[flags.out] = len(ids)
@@ -284,7 +316,10 @@ class Cases:
         if flags.restart or not written:
             return len(ids)
         transcript = self.root / written
-        claimed = self._claimed.setdefault(transcript, _recorded(transcript))
+        if transcript not in self._claimed:
+            fingerprint = self.fingerprint(words) if words and words[0] == "bench" else None
+            self._claimed[transcript] = _recorded(transcript, fingerprint)
+        claimed = self._claimed[transcript]
         todo = ids - claimed
         claimed |= todo
         return len(todo)
@@ -294,14 +329,21 @@ class Cases:
         return sum(self.views[run] if run in self.views else len(_recorded(self.root / run)) for run in flags.run)
 
 
-def _recorded(path: Path) -> set[str]:
+def _recorded(path: Path, fingerprint: str | None = None) -> set[str]:
     """Case ids a transcript holds as done, as the runner's resume reads it (none when it is not there):
     a case whose records all ended on the infrastructure (``meta.retryable``: an outage, a refused
     connection, 5xx after retries) is not done, a rerun redoes it
-    (:func:`~metrobench.transcripts.records.current_records`, what ``prepare_resume`` keeps)."""
+    (:func:`~metrobench.transcripts.records.current_records`, what ``prepare_resume`` keeps). With
+    ``fingerprint``: none either when a record was made under other settings (``meta.config``), as
+    the resume then sets the whole transcript aside or refuses it."""
     from metrobench.transcripts.records import current_records, iter_transcript
 
-    return set(current_records(iter_transcript(path))) if path.is_file() else set()
+    if not path.is_file():
+        return set()
+    records = list(iter_transcript(path))
+    if fingerprint is not None and any(record.meta.get("config") != fingerprint for record in records):
+        return set()
+    return set(current_records(records))
 
 
 # --- the estimate ------------------------------------------------------------------------------
@@ -428,7 +470,7 @@ def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path("."), co
             unknown = study.unknown_model(job.wildcards["model"])
             if unknown:
                 raise MetrobenchError(f"plan: {config}: {unknown}")
-        cases = 0 if flags is None else counter.count_run(flags) if words[0] in RUN_COMMANDS \
+        cases = 0 if flags is None else counter.count_run(flags, words) if words[0] in RUN_COMMANDS \
             else counter.count_score(flags)
         cost = job_cost(study, job, words, flags, cases)
         row = rows.setdefault((stage, model_of(job, words, flags)), Row(stage, model_of(job, words, flags)))

@@ -63,6 +63,14 @@ def by_key(rows: list[Row]) -> dict[tuple[str, str], Row]:
     return {(row.stage, row.model): row for row in rows}
 
 
+def tiny_settings(workflow: Path) -> str:
+    """The settings fingerprint tiny's runs record under small.yaml (what its bench command runs with)."""
+    from metrobench.agents.runner.config import study_run_config
+    from metrobench.study import load_study
+
+    return study_run_config(load_study([str(workflow / "small.yaml")]), "tiny").fingerprint()
+
+
 def test_counts_and_estimate_follow_the_plan(workflow: Path, root: Path):
     marta, doha = len(holdout(root, "MARTA")), len(holdout(root, "DOHA"))
     rows = by_key(plan(TARGETS, ["small.yaml"], cwd=workflow))
@@ -89,27 +97,34 @@ def test_sample_and_resume_narrow_the_case_runs(workflow: Path, root: Path):
     done = holdout(root, "MARTA")[:2]
     work = workflow / "results/work/tiny/marta.jsonl"
     work.parent.mkdir(parents=True, exist_ok=True)
-    work.write_text("".join(json.dumps({"case_id": case, "model": "tiny", "system": "marta"}) + "\n"
+    meta = {"config": tiny_settings(workflow)}
+    work.write_text("".join(json.dumps({"case_id": case, "model": "tiny", "system": "marta", "meta": meta}) + "\n"
                             for case in done))
     try:
         rows = by_key(plan(TARGETS[:1], ["small.yaml"], cwd=workflow))
+        # made under other settings (an edited max_tokens): the run sets it aside and runs every case
+        work.write_text(work.read_text().replace(meta["config"], "0123456789abcdef"))
+        edited = by_key(plan(TARGETS[:1], ["small.yaml"], cwd=workflow))
     finally:
         work.unlink()
     assert rows["runs", "tiny"].cases == len(holdout(root, "MARTA")) - 2   # a resumed run skips them
+    assert edited["runs", "tiny"].cases == len(holdout(root, "MARTA"))
 
 
 def test_a_case_that_ended_on_the_infrastructure_is_planned_for_its_rerun(workflow: Path, root: Path):
     """Issue 41, class 5: a record the runner's resume redoes (``meta.retryable``: the endpoint was down)
     is not done: an outage over a whole system plans the whole rerun, not 0 case runs."""
     cases = holdout(root, "MARTA")
+    settings = tiny_settings(workflow)
     outage = {"error": "connection refused: http://127.0.0.1:9/v1/chat/completions",
-              "meta": {"ending": "infrastructure", "ending_kind": "infrastructure", "retryable": True}}
+              "meta": {"ending": "infrastructure", "ending_kind": "infrastructure", "retryable": True,
+                       "config": settings}}
     work = workflow / "results/work/tiny/marta.jsonl"
     work.parent.mkdir(parents=True, exist_ok=True)
 
     def planned(records: list[dict]) -> int:
-        work.write_text("".join(json.dumps({"model": "tiny", "system": "marta", **record}) + "\n"
-                                for record in records))
+        work.write_text("".join(json.dumps({"model": "tiny", "system": "marta", "meta": {"config": settings},
+                                            **record}) + "\n" for record in records))
         try:
             return by_key(plan(TARGETS[:1], ["small.yaml"], cwd=workflow))["runs", "tiny"].cases
         finally:
