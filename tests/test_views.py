@@ -70,7 +70,8 @@ def test_a_held_out_run_grows_to_the_full_matrix_running_only_the_missing_cases(
         assert api.requests == []
 
 
-@pytest.mark.parametrize("spelling", ["w/fake/../fake/doha.jsonl", "./w/fake/doha.jsonl", "v/fake/doha.jsonl"])
+@pytest.mark.parametrize("spelling", ["w/fake/doha.jsonl", "w/fake/../fake/doha.jsonl", "./w/fake/doha.jsonl",
+                                      "v/fake/doha.jsonl"])
 def test_a_view_naming_the_work_transcript_under_another_spelling_is_refused(root, tmp_path, capsys, monkeypatch,
                                                                              spelling):
     """Issue 41, class 1: `--out` resolving to `--work` (a `..`, a `./`, a linked folder) would cut the
@@ -134,3 +135,22 @@ def test_a_changed_case_is_rerun_alone_and_every_other_views_cases_stay(root, tm
     [aside] = [p for p in work.parent.glob("doha.*.jsonl")]
     assert aside.read_bytes() == grown and f"set aside as {aside}" in said.err
     assert [r.case_id for r in read_run(work).records] == [changed]
+
+
+def test_a_linked_view_path_is_the_work_transcript_too(tmp_path):
+    """A hard link or a symbolic link to the work transcript is the same file: refused as well."""
+    import os
+
+    from metrobench.errors import MetrobenchError
+    from metrobench.transcripts.views import check_view_path
+
+    work = tmp_path / "w" / "doha.jsonl"
+    work.parent.mkdir()
+    work.write_text("{}\n")
+    os.link(work, tmp_path / "hard.jsonl")
+    (tmp_path / "soft.jsonl").symlink_to(work)
+    for out in (tmp_path / "hard.jsonl", tmp_path / "soft.jsonl", tmp_path / "w" / "." / "doha.jsonl"):
+        with pytest.raises(MetrobenchError, match=r"^--out .* is the work transcript --work "):
+            check_view_path(work, out)
+    check_view_path(work, tmp_path / "w" / "holdout.jsonl")        # another file: fine
+    check_view_path(tmp_path / "new" / "doha.jsonl", tmp_path / "new" / "view.jsonl")  # neither there yet
