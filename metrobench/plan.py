@@ -63,6 +63,8 @@ from metrobench.study import Rate, StudyConfig, load_study
 
 if TYPE_CHECKING:
     from metrobench.data import Benchmark
+    from metrobench.data.models import Case
+    from metrobench.transcripts.records import CaseRecord
     from metrobench.footprint.disk import DiskPlan
     from metrobench.hub.lock import LockFile
 
@@ -238,7 +240,8 @@ class Cases:
         self._splits: dict[tuple[str, str], dict[str, str]] = {}
         self._claimed: dict[Path, set[str]] = {}  # work transcript -> cases a planned run holds or runs
         self.views: dict[str, int] = {}  # a planned run's --out -> the cases of its view
-        self._fingerprints: dict[str, str | None] = {}  # a bench command's settings -> their fingerprint
+        self._fingerprints: dict[str, str | None] = {}
+        self._current: dict[Path, dict[str, CaseRecord]] = {}  # work transcript -> its current records  # a bench command's settings -> their fingerprint
 
     def _bench(self, data: str | None) -> Benchmark:
         from metrobench.data import Benchmark
@@ -267,16 +270,20 @@ class Cases:
                 self._splits[key] = partition_of(document)
         return self._splits[key]
 
-    def selected(self, flags: argparse.Namespace) -> set[str]:
-        """The ids of the cases a run's flags select."""
+    def selected_cases(self, flags: argparse.Namespace) -> list[Case]:
+        """The cases a run's flags select."""
         from metrobench.data.selection import Selection
 
         if not flags.system:
-            return set()
+            return []
         bench = self._bench(flags.data)
         cases = tuple(flags.cases.split(",")) if flags.cases else None
         selection = Selection(flags.system, flags.partition, sample=flags.sample, cases=cases, limit=flags.limit)
-        return {case.id for case in selection.resolve(bench, self._split(bench, flags.split))}
+        return selection.resolve(bench, self._split(bench, flags.split))
+
+    def selected(self, flags: argparse.Namespace) -> set[str]:
+        """The ids of the cases a run's flags select."""
+        return {case.id for case in self.selected_cases(flags)}
 
     def fingerprint(self, words: list[str]) -> str | None:
         """The settings fingerprint a ``bench`` job's run records: its own command line parsed as
@@ -308,8 +315,13 @@ class Cases:
         """A run's case runs: its selection, less what its transcript holds or an earlier view of it runs.
 
         For a ``bench`` job (``words``, its command), a transcript made under other settings holds
-        nothing done: its run sets it aside (``--set-aside``) or refuses it, so every case runs anew."""
-        ids = self.selected(flags)
+        nothing done: its run sets it aside (``--set-aside``) or refuses it, so every case runs anew.
+        A case whose data changed since its record was made (:func:`~metrobench.agents.runner.run.changed_cases`)
+        is run again (``--rerun-changed``, what the workflow passes), once for all the views of it."""
+        from metrobench.agents.runner.run import case_hash, changed_cases
+
+        cases = self.selected_cases(flags)
+        ids = {case.id for case in cases}
         if flags.out:
             self.views[flags.out] = len(ids)
         written = flags.work or flags.out
@@ -318,9 +330,13 @@ class Cases:
         transcript = self.root / written
         if transcript not in self._claimed:
             fingerprint = self.fingerprint(words) if words and words[0] == "bench" else None
-            self._claimed[transcript] = _recorded(transcript, fingerprint)
-        claimed = self._claimed[transcript]
-        todo = ids - claimed
+            self._current[transcript] = _current(transcript, fingerprint)
+            self._claimed[transcript] = set(self._current[transcript])
+        claimed, current = self._claimed[transcript], self._current[transcript]
+        stale = changed_cases(current, {case.id: case_hash(case) for case in cases})
+        for case_id in stale:
+            del current[case_id]  # this job reruns it: a later view of the transcript finds it done
+        todo = (ids - claimed) | set(stale)
         claimed |= todo
         return len(todo)
 
@@ -329,8 +345,13 @@ class Cases:
         return sum(self.views[run] if run in self.views else len(_recorded(self.root / run)) for run in flags.run)
 
 
-def _recorded(path: Path, fingerprint: str | None = None) -> set[str]:
-    """Case ids a transcript holds as done, as the runner's resume reads it (none when it is not there):
+def _recorded(path: Path) -> set[str]:
+    """Case ids a transcript holds as done (:func:`_current`)."""
+    return set(_current(path))
+
+
+def _current(path: Path, fingerprint: str | None = None) -> dict[str, CaseRecord]:
+    """The records a transcript holds as done, as the runner's resume reads it (none when it is not there):
     a case whose records all ended on the infrastructure (``meta.retryable``: an outage, a refused
     connection, 5xx after retries) is not done, a rerun redoes it
     (:func:`~metrobench.transcripts.records.current_records`, what ``prepare_resume`` keeps). With
@@ -339,11 +360,11 @@ def _recorded(path: Path, fingerprint: str | None = None) -> set[str]:
     from metrobench.transcripts.records import current_records, iter_transcript
 
     if not path.is_file():
-        return set()
+        return {}
     records = list(iter_transcript(path))
     if fingerprint is not None and any(record.meta.get("config") != fingerprint for record in records):
-        return set()
-    return set(current_records(records))
+        return {}
+    return current_records(records)
 
 
 # --- the estimate ------------------------------------------------------------------------------

@@ -181,6 +181,8 @@ def run_command(wildcards, input, output):
 
     `--set-aside`: a work transcript made under other settings (an edited model, which
     `run_settings` makes Snakemake rerun) is renamed aside, never deleted, and a new one begun.
+    `--rerun-changed`: a case whose data changed since it was run is run again, its new record
+    appended after the old; every other case of the transcript is kept.
 
     The config's sample narrows the benchmark's views (its partition, and the held-out one
     Table 4 reads); any other is whole: the teachers' train view (traces need every train
@@ -195,7 +197,7 @@ def run_command(wildcards, input, output):
         return f"metrobench rule-agent {common} --mode {mode} --out {output}"
     return (
         f"metrobench bench {common} {config_flags()} {model_flags(w.model)} {gguf_flag(w, input)}"
-        f" --work {paths.work_path(w.model, w.system)} --set-aside --out {output}"
+        f" --work {paths.work_path(w.model, w.system)} --set-aside --rerun-changed --out {output}"
         f" --server-log {RUN_LOG.format(**w)}.server.log{gpu_flag()}"
     )
 

@@ -55,6 +55,14 @@ def case_hash(case: Case) -> str:
     return hashlib.sha256(json.dumps(case.raw, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def changed_cases(current: dict[str, CaseRecord], hashes: dict[str, str]) -> list[str]:
+    """The cases of ``hashes`` (case id -> :func:`case_hash` now) whose current record was made for
+    other case data (``meta.case_sha``): what a resume refuses, or reruns with ``--rerun-changed``.
+    Shared with ``metrobench plan``, which counts them as case runs."""
+    return [case_id for case_id, record in current.items()
+            if case_id in hashes and record.meta.get("case_sha") != hashes[case_id]]
+
+
 def _shown(value: Any) -> str:
     """A setting's value in a refusal: ``unset`` for None, JSON for a mapping, else as written."""
     if value is None:
@@ -161,21 +169,20 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
                 f"{path}: case {record.case_id} {what}; rerun with --set-aside to keep it aside and start "
                 f"afresh, or write to another file")
     current = current_records(records)
-    changed_cases = [case_id for case_id, record in current.items()
-                     if case_id in hashes and record.meta.get("case_sha") != hashes[case_id]]
-    if changed_cases and not rerun_changed:
-        more = f" (and {len(changed_cases) - 1} more)" if len(changed_cases) > 1 else ""
+    changed = changed_cases(current, hashes)
+    if changed and not rerun_changed:
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
         raise MetrobenchError(
-            f"{path}: case {changed_cases[0]}{more} has changed in the data since it was run; rerun with "
+            f"{path}: case {changed[0]}{more} has changed in the data since it was run; rerun with "
             f"--rerun-changed to redo only the changed cases (their old records stay in the file, superseded), "
             f"every other case kept")
-    if changed_cases:
-        print(f"{path}: {len(changed_cases)} case{'s' if len(changed_cases) != 1 else ''} changed in the data "
-              f"since run ({', '.join(changed_cases)}): rerunning them; their old records stay, superseded",
+    if changed:
+        print(f"{path}: {len(changed)} case{'s' if len(changed) != 1 else ''} changed in the data "
+              f"since run ({', '.join(changed)}): rerunning them; their old records stay, superseded",
               file=stream or sys.stderr, flush=True)
     if any(rerun_on_resume(record) for record in records):
         write_transcript(path, [r for r in records if not rerun_on_resume(r)])  # drop the failures to redo
-    return set(current) - set(changed_cases)
+    return set(current) - set(changed)
 
 
 class Progress:
