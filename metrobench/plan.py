@@ -240,8 +240,8 @@ class Cases:
         self._splits: dict[tuple[str, str], dict[str, str]] = {}
         self._claimed: dict[Path, set[str]] = {}  # work transcript -> cases a planned run holds or runs
         self.views: dict[str, int] = {}  # a planned run's --out -> the cases of its view
-        self._fingerprints: dict[str, str | None] = {}
-        self._current: dict[Path, dict[str, CaseRecord]] = {}  # work transcript -> its current records  # a bench command's settings -> their fingerprint
+        self._fingerprints: dict[str, str | None] = {}  # a bench command's settings -> their fingerprint
+        self._current: dict[Path, dict[str, CaseRecord]] = {}  # work transcript -> its current records
 
     def _bench(self, data: str | None) -> Benchmark:
         from metrobench.data import Benchmark
