@@ -419,6 +419,22 @@ class StudyConfig(Section):
         repeat = self.repeat_of(model)
         return repeat[0] if repeat else model
 
+    def unknown_model(self, model: str) -> str | None:
+        """Why ``model`` names no run of this config, in words (``None``: the rule agent, a configured
+        model, one of its ``repeats`` runs, or a configured student seed). What the workflow and
+        ``metrobench plan`` refuse a target with, instead of planning or pricing a run of nothing."""
+        if model == RULE_AGENT or model in self.models or self.repeat_of(model) \
+                or layout.student_of(self.seeds(), model):
+            return None
+        base, sep, index = model.rpartition(layout.REPEAT_SUFFIX)
+        if sep and base in self.models and index.isdigit():
+            k = self.repeats.get(base, 1)
+            runs = ", ".join(layout.repeat_members(self.repeats, [base]))
+            return (f"model {model!r} is no run of the config: {base} runs {k} time{'s' if k != 1 else ''} "
+                    f"(repeats: {k}: {runs})")
+        known = ", ".join(sorted(self.models)) or "none"
+        return f"model {model!r} is not in the config's models ({known})"
+
     def view_models(self) -> list[str]:
         """The case viewer's models: ``view.models``, else the leaderboard's rows, else the rule agent
         (student groups expanded to their seeds; a repeated model shows its first run)."""

@@ -270,9 +270,12 @@ def test_retries_then_resume_redoes_only_endpoint_failures(bench, tmp_path):
 
     with pytest.raises(MetrobenchError, match="was run with other settings"):
         run(bench, cfg(api.url, temperature=0.7), ids, out)
+    paid = out.read_bytes()
     with FakeOpenAI(lambda r: chat_payload("x")) as api:
         restarted = run(bench, cfg(api.url, temperature=0.7), ids, out, restart=True)
     assert restarted.ran == 3 and len(out.read_text().splitlines()) == 3
+    # --restart set the old transcript aside under its fingerprint (issue 41): never deleted
+    assert out.with_name(f"run.{cfg(api.url, concurrency=1).fingerprint()}.jsonl").read_bytes() == paid
 
 
 def test_cli_run_with_flags_and_clear_errors(root, tmp_path, capsys):

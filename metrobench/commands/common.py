@@ -244,7 +244,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
     p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
                                   "write --out as this selection's view of it")
-    p.add_argument("--restart", action="store_true", help="discard an existing transcript first")
+    p.add_argument("--restart", action="store_true",
+                   help="start a new transcript (--work, else --out): the existing one is renamed to "
+                        "<name>.<its fingerprint>.jsonl beside it, never deleted")
+    p.add_argument("--rerun-changed", action="store_true",
+                   help="run again the selected cases whose data changed since they were run: their new records "
+                        "are appended and supersede the old (which stay); every other case is kept")
     p.add_argument("--set-aside", action="store_true",
                    help="a transcript (--work, else --out) made under other settings or serving is renamed to "
                         "<name>.<its fingerprint>.jsonl beside it and a new one started, instead of refused "

@@ -182,6 +182,8 @@ def run_command(wildcards, input, output):
 
     `--set-aside`: a work transcript made under other settings (an edited model, which
     `run_settings` makes Snakemake rerun) is renamed aside, never deleted, and a new one begun.
+    `--rerun-changed`: a case whose data changed since it was run is run again, its new record
+    appended after the old; every other case of the transcript is kept.
 
     The config's sample narrows the benchmark's views (its partition, and the held-out one
     Table 4 reads); any other is whole: the teachers' train view (traces need every train
@@ -196,7 +198,7 @@ def run_command(wildcards, input, output):
         return f"metrobench rule-agent {common} --mode {mode} --out {output}"
     return (
         f"metrobench bench {common} {config_flags()} {model_flags(w.model)} {gguf_flag(w, input)}"
-        f" --work {paths.work_path(w.model, w.system)} --set-aside --out {output}"
+        f" --work {paths.work_path(w.model, w.system)} --set-aside --rerun-changed --out {output}"
         f" --server-log {RUN_LOG.format(**w)}.server.log{gpu_flag()}"
     )
 
@@ -209,6 +211,11 @@ def run_settings(wildcards):
     w = wildcards
     if w.model == RULE_AGENT:
         return RULE_AGENT
+    unknown = STUDY.unknown_model(w.model)
+    if unknown:  # a misspelt model or a repeat beyond its count: no run to plan
+        sys.exit(
+            f"metrobench: error: {', '.join(map(str, workflow.configfiles))}: {unknown}"
+        )
     student = student_of(w.model)
     if student:
         gguf = paths.quantized_gguf(*student)
