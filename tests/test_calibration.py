@@ -1,0 +1,142 @@
+"""Table 1, the judge's calibration: the sample, the judges' ratings, people's ratings and the table."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from metrobench import layout
+from metrobench.calibration.sample import (PAIR_KEYS, RUBRIC_CATEGORIES, draw, load_sample, published_sample,
+                                           select_pairs, write_sample)
+from metrobench.errors import MetrobenchError
+from metrobench.scoring.scorer import CaseScore, ComponentScore
+from metrobench.scoring.store import write_scores
+from metrobench.transcripts.records import CaseRecord
+
+MODEL = "m1"
+
+
+# --- the sample ------------------------------------------------------------------------------------
+
+
+def test_the_published_blind_file_loads_as_the_sample(bench):
+    sample = published_sample(bench)
+    assert len(sample.pairs) == 100 and sample.ids == list(range(1, 101))
+    counts = Counter(p["rubric"] for p in sample.pairs)
+    # 100 over 7 rubrics: 14 each, the remainder to the first two by name (the reference's draw)
+    assert counts == {"advisory_content_correct": 15, "cultural_accuracy": 15, "no_data_fabrication": 14,
+                      "policy_acknowledged": 14, "safety_response_quality": 14, "scope_adherence": 14,
+                      "temporal_accuracy": 14}
+    assert all(p["category"] in RUBRIC_CATEGORIES[p["rubric"]] for p in sample.pairs)
+    # two cases were rewritten after the sample was drawn: reported, not refused
+    assert sorted(sample.changed) == ["BART-C-018", "CTA-C-018"]
+
+
+def _published(bench) -> list[dict]:
+    return json.loads((bench.root / "dashboard/calibration_cases_blind.json").read_text())
+
+
+@pytest.mark.parametrize("break_it,message", [
+    (lambda d: d[3].update(case_id="MARTA-C-099"), "pair 4: case MARTA-C-099 is not in the benchmark"),
+    (lambda d: d[0].update(category="D"), "pair 1: case TRTC-C-013 is taipei/C in the benchmark, taipei/D in"),
+    (lambda d: d[5].pop("model_response"), "pair 6: no model_response (not a calibration sample's pair)"),
+    (lambda d: d[7].update(id=3), "pair 3: field id: 3 is not a new positive integer"),
+    (lambda d: d[2].update(rubric="route_correct"), "pair 3: field rubric: 'route_correct' is not a judged"),
+])
+def test_a_sample_of_another_version_or_shape_is_refused(bench, tmp_path, break_it, message):
+    pairs = _published(bench)
+    break_it(pairs)
+    path = tmp_path / "sample.json"
+    path.write_text(json.dumps(pairs))
+    with pytest.raises(MetrobenchError) as err:
+        load_sample(path, bench)
+    assert str(err.value).startswith(f"{path}: {message}")
+    for text in ("", "{}", "[]", "[1, 2]"):
+        path.write_text(text)
+        with pytest.raises(MetrobenchError, match=str(path)):
+            load_sample(path, bench)
+
+
+def _scored_run(bench, tmp_path: Path, systems=("marta", "bart")) -> tuple[Path, Path]:
+    """A model's scores and transcripts: each judged rubric's score cycling full, 1/2, 0 over its cases."""
+    scores, runs = tmp_path / "scores", tmp_path / "runs"
+    turn = 0
+    for system in systems:
+        cases, records = [], []
+        for case in bench.cases(system):
+            entry = CaseScore(case.id, case.category)
+            for rubric, maximum in case.raw["scoring"].items():
+                if rubric in RUBRIC_CATEGORIES:
+                    turn += 1
+                    entry.components.append(ComponentScore(rubric, [maximum, maximum / 2, 0][turn % 3], maximum,
+                                                           "Judge: x", judged=True))
+            cases.append(entry)
+            records.append(CaseRecord(case.id, MODEL, system, response={
+                "outcome": "route_and_fare_ready", "ui_updates": {"assistant_message": f"answer to {case.id}"}},
+                tool_calls_made=[{"name": "route_planner", "arguments": {"origin": "A"}, "result": {"x": "y" * 5000}}]))
+        write_scores(scores, MODEL, system, cases, {})
+        path = Path(layout.run_file(str(runs), MODEL, system))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(r.to_json() + "\n" for r in records))
+    return scores, runs
+
+
+def test_selection_is_stratified_by_rubric_seeded_and_in_the_published_shape(bench, tmp_path):
+    scores, runs = _scored_run(bench, tmp_path)
+    pairs = select_pairs(bench, scores, runs, MODEL, ["marta", "bart"], count=30, seed=42)
+    # 30 over 7 rubrics: 4 each and the remainder (2) to the first two by name
+    assert Counter(p["rubric"] for p in pairs) == {"advisory_content_correct": 5, "cultural_accuracy": 5,
+                                                    "no_data_fabrication": 4, "policy_acknowledged": 4,
+                                                    "safety_response_quality": 4, "scope_adherence": 4,
+                                                    "temporal_accuracy": 4}
+    assert [p["id"] for p in pairs] == list(range(1, 31))
+    assert [p["rubric"] for p in pairs] == sorted(p["rubric"] for p in pairs)
+    assert all(tuple(p) == PAIR_KEYS for p in pairs)
+    assert len({p["case_id"] for p in pairs}) == 30  # a case is drawn for one rubric only
+    assert all(p["category"] in RUBRIC_CATEGORIES[p["rubric"]] for p in pairs)
+    first = pairs[0]
+    assert json.loads(first["model_response"])["ui_updates"]["assistant_message"] == f"answer to {first['case_id']}"
+    detail = first["tool_calls_detail"][0]
+    assert detail["arguments"] == '{"origin": "A"}' and detail["result"].endswith("...") \
+        and len(detail["result"]) == 4003
+    # deterministic: the same draw twice, byte for byte; another seed draws others
+    a, b = write_sample(pairs, tmp_path / "a.json"), write_sample(
+        select_pairs(bench, scores, runs, MODEL, ["marta", "bart"], count=30, seed=42), tmp_path / "b.json")
+    assert a.read_bytes() == b.read_bytes()
+    other = select_pairs(bench, scores, runs, MODEL, ["marta", "bart"], count=30, seed=7)
+    assert [p["case_id"] for p in other] != [p["case_id"] for p in pairs]
+    # what it writes loads as a sample
+    assert load_sample(a, bench).ids == list(range(1, 31))
+
+
+def test_the_draw_takes_partial_credit_first_and_never_overshoots():
+    found = {"scope_adherence": [{"case_id": f"c{i}", "system": "s", "full": i % 2 == 0} for i in range(40)],
+             "temporal_accuracy": [{"case_id": f"t{i}", "system": "s", "full": False} for i in range(3)]}
+    picked = draw(found, 7, seed=1)
+    by = Counter(c["rubric"] for c in picked)
+    # targets 4 and 3 (7 over two rubrics, the remainder to the first by name)
+    assert by == {"scope_adherence": 4, "temporal_accuracy": 3}
+    scope = [c for c in picked if c["rubric"] == "scope_adherence"]
+    assert sum(not c["full"] for c in scope) == 4  # min(20 partial, 4 // 2 + 2, 4): all partial
+    # one pair: the first rubric's; the reference's arithmetic would have taken two partial ones
+    assert [c["rubric"] for c in draw(found, 1, seed=1)] == ["scope_adherence"]
+
+
+def test_the_sample_command_writes_the_published_file_byte_for_byte(bench, tmp_path, capsys):
+    from metrobench.cli import main
+
+    out = tmp_path / "calibration" / "sample.json"
+    assert main(["calibration-sample", "--data", str(bench.root), "--out", str(out)]) == 0
+    assert out.read_bytes() == (bench.root / "dashboard/calibration_cases_blind.json").read_bytes()
+    printed = capsys.readouterr().out
+    assert "2 case(s) rewritten since the sample was drawn: CTA-C-018, BART-C-018" in printed
+    assert "100 pairs from" in printed and "advisory_content_correct 15" in printed
+    config = tmp_path / "select.yaml"
+    config.write_text("calibration: {sample: select}\n")
+    assert main(["calibration-sample", "--data", str(bench.root), "--config", str(config), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"metrobench: error: {config}: field calibration: ") and err.count("\n") == 1
+    assert "select draws from a model's scored runs: name it in calibration.model" in err
