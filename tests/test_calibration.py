@@ -140,3 +140,78 @@ def test_the_sample_command_writes_the_published_file_byte_for_byte(bench, tmp_p
     err = capsys.readouterr().err
     assert err.startswith(f"metrobench: error: {config}: field calibration: ") and err.count("\n") == 1
     assert "select draws from a model's scored runs: name it in calibration.model" in err
+
+
+# --- the judges' ratings ---------------------------------------------------------------------------
+
+SECRET = "sk-ant-test-calibration-never-log-me"
+#: The stand-in judge's grade per rubric, recognised by a phrase of each rubric prompt.
+GRADES = {"needs careful handling": 1, "can use only these tools": 2, "could draw on two sources": 0,
+          "while a service disruption": 2, "after a policy change": 0, "at a particular time of day": 1}
+BY_RUBRIC = {"safety_response_quality": 1, "scope_adherence": 2, "no_data_fabrication": 0,
+             "advisory_content_correct": 2, "policy_acknowledged": 0, "temporal_accuracy": 1}
+
+
+def grade(prompt: str) -> str:
+    return next((f"Score: {n} | graded by phrase" for phrase, n in GRADES.items() if phrase in prompt), "no idea")
+
+
+@pytest.fixture
+def api(monkeypatch):
+    from fake_messages_api import FakeMessagesAPI
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    with FakeMessagesAPI(grade) as server:
+        yield server
+
+
+def _study(text: str):
+    import yaml
+
+    from metrobench.study import validate_study
+
+    return validate_study(yaml.safe_load(text))
+
+
+def test_normalise_as_the_reference_analysis():
+    from metrobench.calibration.judging import normalise
+
+    assert [normalise(p, 10) for p in (0, 0.5, 5, 6.67, 9.99, 10, 12)] == [0, 1, 1, 1, 1, 2, 2]
+    assert [normalise(p, 15) for p in (0, 8, 15)] == [0, 1, 2]
+
+
+def test_the_judge_rates_every_pair_through_its_cache(bench, tmp_path, api):
+    from metrobench.calibration.judging import judges_of, pair_view, rate
+    from metrobench.scoring.registry import spec
+
+    study = _study(f"scoring: {{judge: anthropic, judge_url: '{api.url}'}}")
+    sample = published_sample(bench)
+    [judge] = judges_of(study, tmp_path / "cache.jsonl")
+    rated = rate(sample.pairs, judge, bench)
+    assert rated.judge == "claude-haiku-4-5-20251001" and list(rated.ratings) == sample.ids
+    # the judged rubrics got the stand-in's grade, over the real wire format; the rest are normalised points
+    assert rated.asked == 84 == len(api.requests)
+    assert {r["body"]["model"] for r in api.requests} == {"claude-haiku-4-5-20251001"}
+    for pair in sample.pairs:
+        outcome = spec(pair["rubric"]).function(pair_view(pair, bench))
+        if isinstance(outcome, tuple):
+            maximum = pair_view(pair, bench).maximum(pair["rubric"])
+            expected = 0 if outcome[0] == 0 else 2 if outcome[0] >= maximum else 1
+        else:
+            expected = BY_RUBRIC[pair["rubric"]]
+        assert rated.ratings[pair["id"]] == expected, pair["id"]
+    cultural = Counter(rated.ratings[p["id"]] for p in sample.pairs if p["rubric"] == "cultural_accuracy")
+    assert cultural == {0: 4, 1: 8, 2: 3}  # the keyword check's points 0, 5, 6.67 and 10 of 10
+    # a second rating reads the cache: no request
+    [again] = judges_of(study, tmp_path / "cache.jsonl")
+    assert rate(sample.pairs, again, bench).ratings == rated.ratings and len(api.requests) == 84
+    assert again.hits == 84 and again.misses == 0
+
+
+def test_two_judges_of_one_model_are_refused():
+    from metrobench.calibration.judging import judges_of
+
+    study = _study("scoring: {judge: openai, judge_model: m, judge_url: 'http://127.0.0.1:9'}\n"
+                   "calibration: {judges: [{judge: openai, model: m, url: 'http://127.0.0.1:9'}]}")
+    with pytest.raises(MetrobenchError, match="calibration.judges: m is listed twice"):
+        judges_of(study, None)
