@@ -215,3 +215,157 @@ def test_two_judges_of_one_model_are_refused():
                    "calibration: {judges: [{judge: openai, model: m, url: 'http://127.0.0.1:9'}]}")
     with pytest.raises(MetrobenchError, match="calibration.judges: m is listed twice"):
         judges_of(study, None)
+
+
+# --- people's ratings and the table ----------------------------------------------------------------
+
+#: Author (rows) x judge (columns), 100 pairs made to the paper's author-vs-judge figures
+#: (exact 82 %, within one 97 %, kappa_w 0.53, AC2 0.89): marginals author (1, 21, 78), judge (7, 20, 73).
+PAPER_TABLE = [[0, 1, 0], [4, 13, 4], [3, 6, 69]]
+
+
+def _paper_raters(sample):
+    author, judge = {}, {}
+    ids = iter(sample.ids)
+    for i, row in enumerate(PAPER_TABLE):
+        for j, count in enumerate(row):
+            for _ in range(count):
+                pair = next(ids)
+                author[pair], judge[pair] = i, j
+    return author, judge
+
+
+def test_the_paper_marginals_give_the_figures_computed_by_hand(bench):
+    from metrobench.calibration.table import table1
+
+    sample = published_sample(bench)
+    author, judge = _paper_raters(sample)
+    table = table1(sample, {"author": author}, {"judge": judge}, n_resamples=200, seed=42)
+    row = table.frame[table.frame["rubric"] == "all"].iloc[0]
+    assert (row.rater_a, row.rater_b, row.n) == ("author", "judge", 100)
+    assert row.exact == pytest.approx(0.82) and row.within_one == pytest.approx(0.97)
+    # kappa_w = 1 - observed / expected weighted disagreement (weights (i - j)^2 / 4):
+    # observed (15 one apart x 1/4 + 3 two apart x 1) / 100 = 0.0675;
+    # expected (1*20 + 21*7 + 21*73 + 78*20) / 4 + (1*73 + 78*7), over 100^2 = (815 + 619) / 10^4 = 0.1434
+    assert row.kappa_w == pytest.approx(1 - 0.0675 / 0.1434) == pytest.approx(759 / 1434)
+    # AC2: pa = 1 - 0.0675; pi = ((1+7)/200, (21+20)/200, (78+73)/200); the weights sum to 6 = k(k-1),
+    # so pe = sum pi (1 - pi) = 0.04*0.96 + 0.205*0.795 + 0.755*0.245 = 0.38635
+    assert row.ac2 == pytest.approx((0.9325 - 0.38635) / (1 - 0.38635))
+    assert round(row.kappa_w, 2) == 0.53 and round(row.ac2, 2) == 0.89  # the paper's printed figures
+    assert row.kappa_lo < row.kappa_w < row.kappa_hi and row.note == ""
+    per = table.frame[table.frame["rubric"] != "all"]
+    assert sorted(per["rubric"]) == sorted(RUBRIC_CATEGORIES) and per["n"].sum() == 100
+
+
+def test_no_variance_says_so_instead_of_nan(bench, tmp_path):
+    from metrobench.calibration.table import markdown, table1, write_table1
+
+    sample = published_sample(bench)
+    twos = {i: 2 for i in sample.ids}
+    table = table1(sample, {"a": twos, "b": dict(twos)}, {}, n_resamples=100, seed=1)
+    row = table.frame.iloc[0]
+    assert row.note == "no variance: both raters gave every pair a 2; kappa is undefined"
+    assert row.exact == 1.0 and row.ac2 == 1.0
+    text = markdown(table)
+    assert "| a vs b | 100 | 100 % | 100 % | no variance: both raters gave every pair a 2; kappa is undefined | 1.00 |" \
+        in text and "nan" not in text.lower()
+    assert "n/a (no variance) (n=15)" in text
+    assert "No judge (scoring.judge: none, no calibration.judges): people's agreement only." in text
+    write_table1(table, tmp_path / "table1.csv")
+    assert "nan" not in (tmp_path / "table1.csv").read_text().lower()
+
+
+def test_with_one_rater_or_none_the_table_says_what_is_missing(bench):
+    from metrobench.calibration.table import markdown, table1
+
+    sample = published_sample(bench)
+    _, judge = _paper_raters(sample)
+    alone = table1(sample, {}, {"haiku": judge}, n_resamples=100, seed=1)
+    assert alone.kind == "distribution"
+    first = alone.frame.iloc[0]
+    assert (first.rater, first.rubric, first.n, first.rated_0, first.rated_1, first.rated_2) == \
+        ("haiku", "all", 100, 7, 20, 73)
+    assert "the judge's rating distribution only; agreement needs people's ratings" in markdown(alone)
+    nobody = table1(sample, {}, {}, n_resamples=100, seed=1)
+    assert nobody.kind == "composition" and nobody.frame["n"].sum() == 100
+    assert nobody.frame.iloc[0].to_dict() == {"rubric": "advisory_content_correct", "n": 15,
+                                              "categories": "C:14 K:1", "systems": nobody.frame.iloc[0].systems}
+    assert "the sample's composition only" in markdown(nobody)
+
+
+def _config(tmp_path, api, ratings=()):
+    path = tmp_path / "study.yaml"
+    listed = ", ".join(f"'{r}'" for r in ratings)
+    path.write_text(f"scoring: {{judge: anthropic, judge_url: '{api.url}'}}\n"
+                    f"stats: {{n_resamples: 200}}\ncalibration: {{ratings: [{listed}]}}\n")
+    return path
+
+
+def test_table1_command_people_agreeing_with_the_judge_give_kappa_and_ac2_of_one(bench, tmp_path, api, capsys):
+    import pandas as pd
+
+    from metrobench.cli import main
+
+    sample = tmp_path / "calibration" / "sample.json"
+    assert main(["calibration-sample", "--data", str(bench.root), "--out", str(sample)]) == 0
+    out, judged = tmp_path / "table1.csv", tmp_path / "calibration" / "judges.csv"
+    # the judge's own ratings first (no people), then those ratings given back as a person's
+    config = _config(tmp_path, api)
+    args = ["table1", "--data", str(bench.root), "--config", str(config), "--sample", str(sample),
+            "--out", str(out), "--judge-ratings", str(judged)]
+    assert main(args) == 0
+    assert "judge claude-haiku-4-5-20251001: 84 pairs judged (0 cached, 84 new), 16 scored without" \
+        in capsys.readouterr().out
+    assert (sample.parent / "judge-cache.jsonl").is_file()
+    ratings = judged.read_text().replace("claude-haiku-4-5-20251001", "author")
+    people = tmp_path / "author.csv"
+    people.write_text(ratings)
+    assert _config(tmp_path, api, [people]) == config  # the same file, now naming the person's ratings
+    assert main(args) == 0
+    frame = pd.read_csv(out)
+    row = frame[frame["rubric"] == "all"].iloc[0]
+    assert (row.rater_a, row.rater_b, row.n) == ("author", "claude-haiku-4-5-20251001", 100)
+    assert row.kappa_w == 1.0 and row.ac2 == 1.0 and row.exact == 1.0
+    md = out.with_suffix(".md").read_text()
+    assert "| author vs claude-haiku-4-5-20251001 | 100 | 100 % | 100 % | 1.00 [1.00, 1.00] | 1.00 |" in md
+    assert "Cases rewritten since the sample was drawn" in md and len(api.requests) == 84  # the cache served
+
+
+@pytest.mark.parametrize("content,message", [
+    ("id,author\n1,2\n101,1\n", "line 3: field id: '101' is not a pair id of the calibration sample"),
+    ("id,author\n1,3\n", "line 2: pair 1: field author: '3' is not a rating (0, 1, 2, or blank for not rated)"),
+    ("id,author\n1,two\n", "line 2: pair 1: field author: 'two' is not a rating"),
+    ("id,author,author\n1,2,2\n", "line 1: rater column 'author' is duplicated (this file has it)"),
+    ("id,claude-haiku-4-5-20251001\n1,2\n", "line 1: rater column 'claude-haiku-4-5-20251001' is duplicated "
+                                            "(a judge has it)"),
+    ("", "empty: a ratings CSV has a header"),
+    ("id,author\n", "empty: a ratings CSV has a header"),
+    ("id,author\n1,2\n1,1\n", "line 3: pair 1 is rated on an earlier line too"),
+])
+def test_bad_ratings_are_one_error_line_and_nothing_written(bench, tmp_path, api, capsys, content, message):
+    from metrobench.cli import main
+
+    sample = tmp_path / "sample.json"
+    assert main(["calibration-sample", "--data", str(bench.root), "--out", str(sample)]) == 0
+    people = tmp_path / "people.csv"
+    people.write_text(content)
+    out = tmp_path / "table1.csv"
+    capsys.readouterr()
+    assert main(["table1", "--data", str(bench.root), "--config", str(_config(tmp_path, api, [people])),
+                 "--sample", str(sample), "--out", str(out), "--judge-ratings", str(tmp_path / "j.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"metrobench: error: {people}: {message}" + err[len(f"metrobench: error: {people}: {message}"):]
+    assert err.count("\n") == 1
+    assert not out.exists() and not out.with_suffix(".md").exists() and not (tmp_path / "j.csv").exists()
+    assert not api.requests  # refused before the judge is asked
+
+
+def test_a_rater_column_in_two_files_is_refused(bench, tmp_path):
+    from metrobench.calibration.table import read_people
+
+    first, second = tmp_path / "a.csv", tmp_path / "b.csv"
+    first.write_text("id,author,second\n1,2,\n2,1,1\n")
+    second.write_text("id,author\n1,2\n")
+    assert read_people([first], [1, 2]) == {"author": {1: 2, 2: 1}, "second": {1: None, 2: 1}}
+    with pytest.raises(MetrobenchError, match=f"{second}: line 1: rater column 'author' is duplicated \\({first} has it\\)"):
+        read_people([first, second], [1, 2])

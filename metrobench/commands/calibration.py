@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.commands.common import Subparsers, _add_data, _bench, load_study
+from metrobench.commands.common import Subparsers, _add_data, _at_least_one, _bench, load_study
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -23,6 +23,16 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--runs", metavar="DIR", help="runs folder (calibration.sample: select)")
     p.add_argument("--out", required=True, help="the sample's JSON file (replaced)")
     p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("table1", help="Table 1: the judges rate the sample; agreement of every pair of raters")
+    _add_data(p)
+    p.add_argument("--config", action="append", help="study config file(s), merged in order")
+    p.add_argument("--sample", required=True, help="the sample (calibration-sample's --out)")
+    p.add_argument("--out", required=True, help="table1.csv (the Markdown is written beside it)")
+    p.add_argument("--judge-ratings", help="write the judges' ratings here (id, one column per judge)")
+    p.add_argument("--judge-cache", help="judgment cache (default: judge-cache.jsonl beside --sample)")
+    p.add_argument("--judge-concurrency", type=_at_least_one, default=4)
+    p.set_defaults(func=cmd_table1)
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -50,4 +60,31 @@ def cmd_sample(args: argparse.Namespace) -> int:
     counts = Counter(pair["rubric"] for pair in pairs)
     print(f"wrote {out}: {len(pairs)} pairs from {source}; "
           + ", ".join(f"{rubric} {n}" for rubric, n in sorted(counts.items())))
+    return 0
+
+
+def cmd_table1(args: argparse.Namespace) -> int:
+    from metrobench.atomic import write_text
+    from metrobench.calibration.judging import judges_of, rate
+    from metrobench.calibration.sample import load_sample
+    from metrobench.calibration.table import ratings_csv, read_people, table1, write_table1
+
+    study = load_study(args.config)
+    bench = _bench(args)
+    sample = load_sample(args.sample, bench)
+    cache = Path(args.judge_cache) if args.judge_cache else Path(args.sample).with_name("judge-cache.jsonl")
+    judges = judges_of(study, cache, args.judge_concurrency)
+    # people's ratings are checked before any judge is asked and before anything is written
+    people = read_people(study.calibration.ratings, sample.ids, [judge.model for judge in judges])
+    judged = {}
+    for judge in judges:
+        rated = rate(sample.pairs, judge, bench)
+        judged[rated.judge] = dict(rated.ratings)
+        print(f"judge {judge.model}: {rated.asked} pairs judged ({judge.hits} cached, {judge.misses} new), "
+              f"{len(sample.pairs) - rated.asked} scored without a judge call")
+    table = table1(sample, people, judged, n_resamples=study.stats.n_resamples, seed=study.stats.seed)
+    if args.judge_ratings:
+        write_text(Path(args.judge_ratings), ratings_csv(sample, judged))
+    out = write_table1(table, args.out, study)
+    print(f"wrote {out} and {out.with_suffix('.md')}: {table.kind}, {len(table.frame)} rows")
     return 0
