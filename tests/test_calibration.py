@@ -369,3 +369,31 @@ def test_a_rater_column_in_two_files_is_refused(bench, tmp_path):
     assert read_people([first], [1, 2]) == {"author": {1: 2, 2: 1}, "second": {1: None, 2: 1}}
     with pytest.raises(MetrobenchError, match=f"{second}: line 1: rater column 'author' is duplicated \\({first} has it\\)"):
         read_people([first, second], [1, 2])
+
+
+# --- the workflow ----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_table1_plans_in_the_paper_config_and_the_demo(tmp_path, root):
+    from conftest import workflow_copy
+    from test_workflow import job_counts, snakemake
+
+    cwd = workflow_copy(tmp_path)
+    paper = snakemake(cwd, "-n", "-p", "results/table1.csv")
+    assert paper.returncode == 0, paper.stderr[-2000:]
+    # the published sample needs no run: the data, the sample, the judges' ratings and the table
+    assert job_counts(paper.stdout) == {"fetch_data": 1, "verify_data": 1, "calibration_sample": 1, "table1": 1}
+    assert f"metrobench calibration-sample --data {layout.data_clone()}" in paper.stdout
+    assert "--sample results/calibration/sample.json --out results/table1.csv" \
+           " --judge-ratings results/calibration/judges.csv" in paper.stdout
+    demo = snakemake(cwd, "-n", "results/table1.csv", "--configfile", "config/demo.yaml",
+                     "--config", f"data={{path: {root}}}")
+    assert demo.returncode == 0, demo.stderr[-2000:]
+    assert job_counts(demo.stdout) == {"verify_data": 1, "calibration_sample": 1, "table1": 1}
+    # a draw from a model's scored runs plans that model's runs and scores first
+    select = snakemake(cwd, "-n", "results/table1.csv", "--configfile", "config/demo.yaml",
+                       "--config", f"data={{path: {root}}}", "calibration={sample: select, model: rule-agent}")
+    assert select.returncode == 0, select.stderr[-2000:]
+    counts = job_counts(select.stdout)
+    assert counts["run"] == 6 and counts["score"] == 1 and counts["table1"] == 1

@@ -178,10 +178,11 @@ def table1(sample: Sample, people: Mapping[str, Ratings], judges: Mapping[str, R
         notes.append(f"Judges: {', '.join(judges)} (0/1/2; a rubric answered without a judge call counts its "
                      "points normalised: none 0, full 2, partial 1).")
     if not people:
-        notes.append("No people's ratings (calibration.ratings): "
-                     + ("judge-vs-judge agreement only." if len(judges) > 1 else
-                        "the judge's rating distribution only; agreement needs people's ratings." if judges else
-                        "and no judge (scoring.judge: none, no calibration.judges): the sample's composition only."))
+        notes.append("No people's ratings (calibration.ratings)"
+                     + (": judge-vs-judge agreement only." if len(judges) > 1 else
+                        ": the judge's rating distribution only; agreement needs people's ratings." if judges else
+                        " and no judge (scoring.judge: none, no calibration.judges): the sample's composition "
+                        "only."))
     elif not judges:
         notes.append("No judge (scoring.judge: none, no calibration.judges): people's agreement only.")
     if len(raters) >= 2:
