@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -397,3 +398,89 @@ def test_table1_plans_in_the_paper_config_and_the_demo(tmp_path, root):
     assert select.returncode == 0, select.stderr[-2000:]
     counts = job_counts(select.stdout)
     assert counts["run"] == 6 and counts["score"] == 1 and counts["table1"] == 1
+    # the case viewer carries the sample's rating page
+    view = snakemake(cwd, "-n", "-p", "results/view", "--configfile", "config/demo.yaml",
+                     "--config", f"data={{path: {root}}}")
+    assert view.returncode == 0, view.stderr[-2000:]
+    assert job_counts(view.stdout)["calibration_sample"] == 1
+    assert "--calibration results/calibration/sample.json --out results/view" in view.stdout
+
+
+# --- the rating page -------------------------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def test_the_rating_page_holds_every_pair_escaped_and_blind(bench, tmp_path):
+    from metrobench.viewer.calibrate import calibrate_page
+
+    pairs = _published(bench)[:3]
+    pairs[1]["model_response"] = "<script>document.body.setAttribute('data-pwned','1')</script>"
+    page = calibrate_page(pairs, "abc123")
+    assert page.count("<section class=\"pair hidden\"") == 3 and 'data-sample="abc123"' in page
+    assert "&lt;script&gt;document.body.setAttribute(&#x27;data-pwned&#x27;,&#x27;1&#x27;)&lt;/script&gt;" in page
+    assert page.count("<script>") == 1  # the page's own, allowed by its hash
+    assert pairs[0]["rubric_question"].replace("'", "&#x27;") in page
+    assert "_judge" not in page and "annotator_1_score" not in page
+
+
+def test_the_viewer_site_carries_the_rating_page(bench, tmp_path, capsys):
+    from metrobench.cli import main
+
+    scores, runs = _scored_run(bench, tmp_path)
+    sample = tmp_path / "sample.json"
+    assert main(["calibration-sample", "--data", str(bench.root), "--out", str(sample)]) == 0
+    out = tmp_path / "view"
+    assert main(["view", "--data", str(bench.root), "--runs", str(runs), "--scores", str(scores),
+                 "--calibration", str(sample), "--out", str(out)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(", calibrate.html")
+    page = (out / "calibrate.html").read_text()
+    assert page.count('<section class="pair hidden"') == 100 and (out / "index.html").is_file()
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    assert main(["view", "--data", str(bench.root), "--runs", str(runs), "--scores", str(scores),
+                 "--calibration", str(bad), "--out", str(out)]) == 2
+    assert "a calibration sample is a non-empty JSON list of pairs" in capsys.readouterr().err
+    assert (out / "calibrate.html").read_text() == page  # the site is left as it was
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the Debian chromium package (/usr/bin/chromium)")
+def test_rating_three_pairs_in_headless_chromium_downloads_them_as_the_csv_table1_reads(bench, tmp_path):
+    from cdp import Browser
+
+    from metrobench.calibration.table import read_people
+    from metrobench.viewer.calibrate import calibrate_page
+
+    pairs = _published(bench)[:6]
+    page = tmp_path / "calibrate.html"
+    page.write_text(calibrate_page(pairs, "test-sample"))
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    with Browser(CHROMIUM, downloads) as browser:
+        browser.open(page.as_uri(), "document.body.getAttribute('data-viewer') === 'ready'")
+        shown = "Array.from(document.querySelectorAll('section.pair:not(.hidden)')).map(s => s.dataset.id).join()"
+        assert browser.evaluate(shown) == "1"
+        assert browser.evaluate("document.getElementById('progress').textContent") == "0 / 6 rated · pair 1 of 6"
+        browser.evaluate("document.getElementById('rater').value = 'author'; "
+                         "document.getElementById('rater').dispatchEvent(new Event('input'))")
+        for key in ("2", "0", "1"):
+            browser.press(key)
+        assert browser.evaluate(shown) == "4"
+        browser.press("ArrowLeft")  # back to pair 3: its rating shows
+        assert browser.evaluate(shown) == "3"
+        assert browser.evaluate("document.querySelector('section.pair[data-id=\"3\"] [data-given]').textContent") == "1"
+        assert browser.evaluate("document.getElementById('progress').textContent") == "3 / 6 rated · pair 3 of 6"
+        # kept in the browser: a reload starts at the first pair not rated, with the name and the ratings
+        browser.open(page.as_uri(), "document.body.getAttribute('data-viewer') === 'ready'")
+        assert browser.evaluate(shown) == "4" and browser.evaluate("document.body.dataset.rated") == "3"
+        assert browser.evaluate("document.getElementById('rater').value") == "author"
+        browser.evaluate("document.getElementById('download').click()")
+        deadline = time.monotonic() + 60
+        while not list(downloads.glob("*.csv")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    [saved] = list(downloads.glob("*.csv"))
+    assert saved.name == "ratings-author.csv"
+    assert saved.read_text() == "id,author\n1,2\n2,0\n3,1\n4,\n5,\n6,\n"
+    assert read_people([saved], [p["id"] for p in pairs]) == {"author": {1: 2, 2: 0, 3: 1, 4: None, 5: None,
+                                                                         6: None}}
