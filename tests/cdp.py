@@ -140,6 +140,13 @@ class Browser:
             self.page.call("Input.dispatchKeyEvent", type=kind if text or kind == "keyUp" else "rawKeyDown",
                            key=key, text=text if kind == "keyDown" else "", windowsVirtualKeyCode=code)
 
+    def screenshot(self, path: Path, width: int = 1280, height: int = 1000) -> None:
+        """The page as a PNG of ``width`` x ``height`` CSS pixels."""
+        self.page.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
+                       mobile=False)
+        shot = self.page.call("Page.captureScreenshot", format="png")
+        Path(path).write_bytes(base64.b64decode(shot["data"]))
+
     def close(self) -> None:
         self.process.terminate()
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -471,6 +472,10 @@ def test_rating_three_pairs_in_headless_chromium_downloads_them_as_the_csv_table
         assert browser.evaluate(shown) == "3"
         assert browser.evaluate("document.querySelector('section.pair[data-id=\"3\"] [data-given]').textContent") == "1"
         assert browser.evaluate("document.getElementById('progress').textContent") == "3 / 6 rated · pair 3 of 6"
+        shot = os.environ.get("METROBENCH_CALIBRATE_SCREENSHOT")  # scripts/calibrate-screenshot.sh
+        if shot:
+            browser.screenshot(Path(shot).resolve())
+            assert Path(shot).stat().st_size > 10_000
         # kept in the browser: a reload starts at the first pair not rated, with the name and the ratings
         browser.open(page.as_uri(), "document.body.getAttribute('data-viewer') === 'ready'")
         assert browser.evaluate(shown) == "4" and browser.evaluate("document.body.dataset.rated") == "3"

@@ -1,12 +1,12 @@
 """The rating page of the case viewer (``calibrate.html``): people rate the calibration sample 0/1/2.
 
 Contract: one page holds every pair of the sample (:mod:`metrobench.calibration.sample`),
-each as a section with the case's title, events, context and ground truth, the model's
-response and tool calls, the rubric's question and scale; the judges' ratings are not
-on it (the sample is blind). Its one script, a constant allowed by its hash like the
-viewer's own (:mod:`metrobench.viewer.html`), shows one pair at a time: keys 0, 1, 2 rate
-the pair shown and move on, the arrow keys move without rating; the progress reads
-"k / n rated". Ratings and the rater's name are kept in the browser's localStorage under
+each as a section with the rubric's question and scale, the model's response, the case's
+title, events, ground truth and context, the tool calls and the operator's facts; the
+judges' ratings are not on it (the sample is blind). Its one script, a constant allowed by
+its hash like the viewer's own (:mod:`metrobench.viewer.html`), shows one pair at a time:
+keys 0, 1, 2 rate the pair shown and move on, the arrow keys move without rating; the
+progress reads "k / n rated". Ratings and the rater's name are kept in the browser's localStorage under
 the sample's digest (a reload, or another sample, never mixes them up), and "Download CSV"
 saves ``id,<rater>`` with one line per pair (blank: not rated): the ratings CSV that
 ``calibration.ratings`` lists and ``metrobench table1`` reads. Every value from the sample
@@ -99,11 +99,11 @@ CSP = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-sr
 
 
 def _pair(pair: dict[str, Any], number: int, total: int) -> str:
-    blocks = [("The rider's events", pair.get("case_events")),
-              ("Operator and system context", {"current_time": pair.get("current_time"),
-                                               **(pair.get("system_context_summary") or {})}),
+    blocks = [("The model's response", pair.get("model_response")),
+              ("The rider's events", pair.get("case_events")),
               ("Ground truth", pair.get("ground_truth_summary")),
-              ("The model's response", pair.get("model_response")),
+              ("System context", {"current_time": pair.get("current_time"),
+                                  **(pair.get("system_context_summary") or {})}),
               ("Its tool calls", pair.get("tool_calls_detail")),
               ("The operator's facts", pair.get("system_prompt_context"))]
     body = "".join(f"<h3>{esc(title)}</h3>{pretty(value)}" for title, value in blocks)
