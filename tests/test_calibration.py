@@ -393,6 +393,9 @@ def test_table1_plans_in_the_paper_config_and_the_demo(tmp_path, root):
                      "--config", f"data={{path: {root}}}")
     assert demo.returncode == 0, demo.stderr[-2000:]
     assert job_counts(demo.stdout) == {"verify_data": 1, "calibration_sample": 1, "table1": 1}
+    # and the demo's `all` builds it (no judge there: the sample's composition, saying so)
+    everything = snakemake(cwd, "-n", "--configfile", "config/demo.yaml", "--config", f"data={{path: {root}}}")
+    assert everything.returncode == 0 and job_counts(everything.stdout)["table1"] == 1
     # a draw from a model's scored runs plans that model's runs and scores first
     select = snakemake(cwd, "-n", "results/table1.csv", "--configfile", "config/demo.yaml",
                        "--config", f"data={{path: {root}}}", "calibration={sample: select, model: rule-agent}")
