@@ -492,3 +492,42 @@ def test_rating_three_pairs_in_headless_chromium_downloads_them_as_the_csv_table
     assert saved.read_text() == "id,author\n1,2\n2,0\n3,1\n4,\n5,\n6,\n"
     assert read_people([saved], [p["id"] for p in pairs]) == {"author": {1: 2, 2: 0, 3: 1, 4: None, 5: None,
                                                                          6: None}}
+
+
+def test_the_rehearsal_overlay_builds_table1_with_its_judge_stand_in_and_two_people(bench, tmp_path, monkeypatch,
+                                                                                     capsys):
+    """What `make rehearsal` builds for Table 1, without the rest of it: the paper config and the
+    rehearsal overlay (its ratings fixture as the two people), the rehearsal's own API stand-in."""
+    import pandas as pd
+
+    from metrobench import rehearsal
+    from metrobench.cli import main
+    from metrobench.standins.openai_api import FakeOpenAI
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)  # the configs name their files relative to the workflow's folder
+    for name, value in rehearsal.KEYS.items():
+        monkeypatch.setenv(name, value)
+    sample, out = tmp_path / "sample.json", tmp_path / "table1.csv"
+    with FakeOpenAI(rehearsal.api_answer) as api:
+        port = tmp_path / "port.yaml"
+        port.write_text(f"scoring: {{judge_url: '{api.url}'}}\nstats: {{n_resamples: 200}}\n")
+        configs = ["--config", "config/config.yaml", "--config", "config/rehearsal.yaml", "--config", str(port)]
+        assert main(["calibration-sample", "--data", str(bench.root), *configs, "--out", str(sample)]) == 0
+        assert main(["table1", "--data", str(bench.root), *configs, "--sample", str(sample), "--out", str(out),
+                     "--judge-ratings", str(tmp_path / "judges.csv")]) == 0
+        assert len(api.requests) == 84 and {r["path"] for r in api.requests} == {"/v1/messages"}
+    frame = pd.read_csv(out)
+    overall = frame[frame["rubric"] == "all"]
+    judge = "claude-haiku-4-5-20251001"
+    assert [f"{a} vs {b}" for a, b in zip(overall["rater_a"], overall["rater_b"])] == \
+        ["author vs second", f"author vs {judge}", f"second vs {judge}"]
+    assert (overall["n"] == 100).all()
+    # the stand-in says 1 to every judged pair: on a rubric judged throughout, kappa_w is 0 and says why
+    policy = frame[(frame["rubric"] == "policy_acknowledged") & (frame["rater_b"] == judge)]
+    assert (policy["kappa_w"] == 0).all() and policy["note"].str.contains(
+        f"{judge} gave every pair a 1, so kappa is 0 by construction").all()
+    md = out.with_suffix(".md").read_text()
+    assert "| author vs second | 100 |" in md and "Per-rubric κw" in md and "nan" not in md.lower()
+    ratings = pd.read_csv(tmp_path / "judges.csv")
+    assert list(ratings.columns) == ["id", judge] and (ratings[judge] == 1).sum() >= 84

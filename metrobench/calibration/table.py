@@ -7,7 +7,8 @@ raters over the pairs both rated, n, exact agreement, agreement within one point
 quadratic-weighted kappa with its percentile bootstrap interval and Gwet's AC2
 (:mod:`metrobench.stats.agreement`), then the same per rubric (kappa without an interval, as
 the paper reports it). A pair of raters whose ratings leave kappa undefined (both gave one
-and the same rating to every pair: no variance) says so in its ``note`` instead of a NaN.
+and the same rating to every pair: no variance) says so in its ``note`` instead of a NaN, and
+one where a single rater gave one rating throughout notes that its kappa is 0 by construction.
 With fewer than two raters the table is the one rater's rating distribution, or with none the
 sample's composition, and its notes say what is missing.
 
@@ -95,11 +96,14 @@ def read_people(paths: Sequence[Path | str], ids: Sequence[int], taken: Sequence
     return raters
 
 
-def _no_variance(a: Sequence[int], b: Sequence[int]) -> str:
+def _no_variance(a: Sequence[int], b: Sequence[int], first: str, second: str) -> str:
+    """What a rater's constant ratings do to kappa_w: undefined (both, alike) or 0 by construction (one)."""
     values = set(a) | set(b)
     if len(values) == 1:
         return f"no variance: both raters gave every pair a {values.pop()}; kappa is undefined"
-    return ""
+    constant = [f"{name} gave every pair a {next(iter(set(mine)))}" for name, mine in ((first, a), (second, b))
+                if len(set(mine)) == 1]
+    return f"no variance: {'; '.join(constant)}, so kappa is 0 by construction (see AC2)" if constant else ""
 
 
 def _row(first: str, second: str, rubric: str, a: list[int], b: list[int], *, interval: bool,
@@ -113,7 +117,8 @@ def _row(first: str, second: str, rubric: str, a: list[int], b: list[int], *, in
     return {"rater_a": first, "rater_b": second, "rubric": rubric, "n": n,
             "exact": sum(x == y for x, y in zip(a, b)) / n,
             "within_one": sum(abs(x - y) <= 1 for x, y in zip(a, b)) / n,
-            "kappa_w": kappa, "kappa_lo": lo, "kappa_hi": hi, "ac2": ac2, "note": _no_variance(a, b)}
+            "kappa_w": kappa, "kappa_lo": lo, "kappa_hi": hi, "ac2": ac2,
+            "note": _no_variance(a, b, first, second)}
 
 
 @dataclass
