@@ -152,6 +152,12 @@ class CalibrationJudge(Section):
     key_env: Annotated[str, AfterValidator(_checked(env_name_problem))] | None = Field(
         None, description="environment variable holding its key")
 
+    @model_validator(mode="after")
+    def _openai_names_its_model(self) -> "CalibrationJudge":
+        if self.judge == "openai" and not self.model:
+            raise ValueError("an openai judge needs its model id (model)")
+        return self
+
 
 class Calibration(Section):
     """Table 1, the judge's calibration (metrobench/calibration/): the sample, its raters, the table."""

@@ -531,3 +531,15 @@ def test_the_rehearsal_overlay_builds_table1_with_its_judge_stand_in_and_two_peo
     assert "| author vs second | 100 |" in md and "Per-rubric κw" in md and "nan" not in md.lower()
     ratings = pd.read_csv(tmp_path / "judges.csv")
     assert list(ratings.columns) == ["id", judge] and (ratings[judge] == 1).sum() >= 84
+
+
+def test_calibration_config_errors_name_the_field(tmp_path):
+    from metrobench.study import load_study
+
+    path = tmp_path / "c.yaml"
+    path.write_text("calibration: {judges: [{judge: openai, url: 'http://127.0.0.1:9'}]}\n")
+    with pytest.raises(MetrobenchError, match=r"field calibration\.judges\[0\]: .*an openai judge needs its model id"):
+        load_study([path])
+    path.write_text("calibration: {ratings: [a.csv, a.csv]}\n")
+    with pytest.raises(MetrobenchError, match=r"calibration\.ratings.*listed more than once: a\.csv"):
+        load_study([path])

@@ -155,14 +155,14 @@ def published_sample(bench: Benchmark) -> Sample:
 # --- selection -------------------------------------------------------------------------------------
 
 
-def _candidates(scores: Any, model: str) -> dict[str, list[dict[str, Any]]]:
-    """Rubric -> the model's scored pairs it could rate, in stored order (systems, then cases)."""
+def _candidates(scores: Any, model: str, systems: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """Rubric -> the model's scored pairs of ``systems`` it could rate, in stored order (systems, then cases)."""
     cols = {name: scores.column(name).to_pylist()
             for name in ("model", "system", "case_id", "category", "component", "score", "max")}
     by_rubric: dict[str, list[dict[str, Any]]] = {rubric: [] for rubric in RUBRIC_CATEGORIES}
     for i in range(scores.num_rows):
         rubric = cols["component"][i]
-        if cols["model"][i] != model or rubric not in RUBRIC_CATEGORIES:
+        if cols["model"][i] != model or rubric not in RUBRIC_CATEGORIES or cols["system"][i] not in systems:
             continue
         if cols["category"][i] in RUBRIC_CATEGORIES[rubric]:
             score, maximum = cols["score"][i], cols["max"][i]
@@ -262,14 +262,13 @@ def select_pairs(bench: Benchmark, scores_dir: Path | str, runs_dir: Path | str,
     from metrobench.transcripts.records import latest_records, read_run
 
     scores = read_scores(scores_dir, models=[model])
-    by_rubric = _candidates(scores, model)
+    by_rubric = _candidates(scores, model, systems)
     if not by_rubric:
         raise MetrobenchError(f"{scores_dir}: model {model} has no scored case a calibration rubric rates")
     chosen = draw(by_rubric, count, seed)
     records: dict[str, Any] = {}
     for system in sorted({c["system"] for c in chosen}):
-        if system in systems:
-            records.update(latest_records(read_run(layout.run_file(str(runs_dir), model, system)).records)[0])
+        records.update(latest_records(read_run(layout.run_file(str(runs_dir), model, system)).records)[0])
     return [pair_record(i, c, bench, records.get(c["case_id"])) for i, c in enumerate(chosen, 1)]
 
 
