@@ -159,13 +159,17 @@ def _distribution(sample: Sample, rater: str, ratings: Ratings) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _counts(values: Any) -> str:
+    """``"C:14 K:1"``: each value and how often, in name order."""
+    return " ".join(f"{value}:{n}" for value, n in sorted(Counter(values).items()))
+
+
 def _composition(sample: Sample) -> pd.DataFrame:
     rows = []
     for rubric in sorted({p["rubric"] for p in sample.pairs}):
         mine = [p for p in sample.pairs if p["rubric"] == rubric]
-        rows.append({"rubric": rubric, "n": len(mine),
-                     "categories": " ".join(f"{c}:{n}" for c, n in sorted(Counter(p["category"] for p in mine).items())),
-                     "systems": " ".join(f"{s}:{n}" for s, n in sorted(Counter(p["system"] for p in mine).items()))})
+        rows.append({"rubric": rubric, "n": len(mine), "categories": _counts(p["category"] for p in mine),
+                     "systems": _counts(p["system"] for p in mine)})
     return pd.DataFrame(rows)
 
 
