@@ -343,6 +343,7 @@ def test_table1_command_people_agreeing_with_the_judge_give_kappa_and_ac2_of_one
     ("", "empty: a ratings CSV has a header"),
     ("id,author\n", "empty: a ratings CSV has a header"),
     ("id,author\n1,2\n1,1\n", "line 3: pair 1 is rated on an earlier line too"),
+    ("id,author\n\u00b2,2\n", "line 2: field id: '\u00b2' is not a pair id of the calibration sample"),
 ])
 def test_bad_ratings_are_one_error_line_and_nothing_written(bench, tmp_path, api, capsys, content, message):
     from metrobench.cli import main

@@ -77,7 +77,7 @@ def read_people(paths: Sequence[Path | str], ids: Sequence[int], taken: Sequence
             if len(row) != len(header):
                 raise MetrobenchError(f"{path}: line {line}: {len(row)} fields, the header has {len(header)}")
             text_id = row[0].strip()
-            pair = int(text_id) if text_id.isdigit() else None
+            pair = int(text_id) if text_id.isascii() and text_id.isdigit() else None
             if pair not in known:
                 raise MetrobenchError(f"{path}: line {line}: field {header[0] or 'id'}: {text_id!r} is not a "
                                       "pair id of the calibration sample")
