@@ -57,14 +57,14 @@ install: $(VENV)/.full $(if $(filter 1,$(TRAIN_CUDA)),$(VENV)/.train-cuda)
 
 # The llama.cpp builds a study config serves its rows on (serving.build: the paper config's
 # b8642 and b10398), each built from its tag with LLAMA_CMAKE_ARGS into the folder serving.build
-# looks in (metrobench/agents/llama_builds.py). The source: LLAMA_CPP_SOURCE=PATH, a llama.cpp
+# looks in (metrobench/agents/llama_builds.py, `metrobench builds`). The source: LLAMA_CPP_SOURCE=PATH, a llama.cpp
 # git checkout holding the tags, else a shallow clone of the tag from github.com/ggml-org/llama.cpp
 # (LLAMA_CPP_REPO); LLAMA_CPP_SOURCE=vendored installs the vendored tree under each name instead.
 # Another config: make builds CONFIG="config/config.yaml my.yaml"; FORCE=1 builds installed ones
 # again. On an RTX 5090:
 #   make builds LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=120"
 builds: $(VENV)/.full
-	LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m metrobench.agents.llama_builds --venv $(VENV) \
+	LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/metrobench builds --venv $(VENV) \
 	  $(foreach c,$(or $(CONFIG),config/config.yaml),--config $(c)) $(if $(FORCE),--force)
 
 .data/metrollm-bench: | $(VENV)/.core

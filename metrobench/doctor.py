@@ -299,15 +299,14 @@ def check_named_builds(study: StudyConfig | None) -> list[Check]:
     """Each llama.cpp build the config serves rows on (``serving.build``): installed, the version its
     name says, a GPU backend where its rows put layers on the GPU, and for the build the students
     are served on, its converter and llama-quantize (``export.converter: serving``)."""
-    from metrobench.agents.llama_builds import config_builds, student_converter_build
     from metrobench.agents.serving import named_build
     from metrobench.training.export import build_tools
 
     if study is None:
         return []
     try:
-        builds = config_builds(study)
-        converter = student_converter_build(study)
+        builds = study.llama_builds()
+        converter = study.student_converter_build()
     except MetrobenchError as exc:
         return [Check("FAIL", "named builds", str(exc))]
     checks = []

@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 from metrobench import layout
-from metrobench.agents.llama_builds import student_converter_build
 from metrobench.errors import MetrobenchError
 from metrobench.study import load_study, merge_sources, read_sources
 
@@ -323,7 +322,7 @@ def rehearse(workdir: Path, data: Path, cores: int) -> str:
         logs = workdir / "rehearsal"
         os.environ["METROBENCH_LLAMA_BUILDS"] = env["METROBENCH_LLAMA_BUILDS"]
         phases["llama.cpp builds (the vendored tree under the config's names)"] = run_phase(
-            "builds", [python, "-m", "metrobench.agents.llama_builds", *[a for c in configs for a in ("--config", c)],
+            "builds", [python, "-m", "metrobench", "builds", *[a for c in configs for a in ("--config", c)],
                        "--venv", sys.prefix], workdir, dict(env, LLAMA_CPP_SOURCE="vendored"), logs / "builds.log")
         checked = build_checks(study)
         phases["metrobench lock (hub stand-in)"] = run_phase(
@@ -345,7 +344,7 @@ def rehearse(workdir: Path, data: Path, cores: int) -> str:
     if not any(label != "default" for label in builds):
         raise PhaseFailed(1, "rehearsal: no run's serving record names a named llama.cpp build")
     students = converted_by(workdir / "results")
-    converter = student_converter_build(study)
+    converter = study.student_converter_build()
     wrong = [seed for seed, made in students.items() if converter and not made.startswith(f"{converter} ")]
     if not students or wrong:
         raise PhaseFailed(1, f"rehearsal: {wrong[0]} was not converted by the build that serves it ({converter}): "

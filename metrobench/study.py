@@ -54,6 +54,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
     WithJsonSchema, field_validator, model_validator
 
 from metrobench import layout
+from metrobench.agents.llama_builds import BuildUse
 from metrobench.agents.rule_agent import MODEL_NAME as RULE_AGENT
 from metrobench.agents.runner.config import ModelConfig, Provider
 from metrobench.credentials import env_name_problem, url_problem
@@ -476,6 +477,34 @@ class StudyConfig(Section):
                     f"(repeats: {k}: {runs})")
         known = ", ".join(sorted(self.models)) or "none"
         return f"model {model!r} is not in the config's models ({known})"
+
+    def llama_builds(self) -> dict[str, BuildUse]:
+        """The named llama.cpp builds this config serves on (its models' and, with students,
+        ``student_serving``'s), by name, each with the rows on it (``make builds``, ``doctor``)."""
+        from metrobench.agents.runner.config import study_model_config
+
+        rows = [(name, study_model_config(name, entry)) for name, entry in self.models.items()]
+        if self.students and self.student_serving is not None:
+            rows.append(("student_serving", study_model_config("student", self.student_serving)))
+        builds: dict[str, BuildUse] = {}
+        for name, cfg in rows:
+            serving = cfg.serving
+            if serving is None or serving.build is None or serving.binary:
+                continue              # hosted, the default build, or an executable given by path
+            builds.setdefault(serving.build, BuildUse(serving.build)).rows[name] = serving
+        return dict(sorted(builds.items()))
+
+    def student_converter_build(self) -> str | None:
+        """The named build that converts and quantises the students: ``student_serving``'s build under
+        ``export.converter: serving`` (the default), else None (the vendored tree or ``llama_cpp_checkout``)."""
+        from metrobench.agents.runner.config import study_model_config
+
+        if self.export.converter != "serving" or not self.students or self.student_serving is None:
+            return None
+        serving = study_model_config("student", self.student_serving).serving
+        if serving is None or serving.binary:
+            return None
+        return serving.build
 
     def view_models(self) -> list[str]:
         """The case viewer's models: ``view.models``, else the leaderboard's rows, else the rule agent

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from metrobench.agents.llama_builds import student_converter_build
 from metrobench.agents.serving import installed_llama_server
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
@@ -25,11 +24,11 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_students_are_converted_by_the_build_that_serves_them(monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)
     paper = load_study(["config/config.yaml"])
-    assert paper.export.converter == "serving" and student_converter_build(paper) == "b8642"
+    assert paper.export.converter == "serving" and paper.student_converter_build() == "b8642"
     vendored = tmp_path / "vendored.yaml"
     vendored.write_text("export: {converter: vendored}\n")
-    assert student_converter_build(load_study(["config/config.yaml", vendored])) is None
-    assert student_converter_build(load_study(["config/demo.yaml"])) is None       # served on the default build
+    assert load_study(["config/config.yaml", vendored]).student_converter_build() is None
+    assert load_study(["config/demo.yaml"]).student_converter_build() is None       # served on the default build
 
 
 def test_a_converter_that_is_no_choice_is_one_error_line(tmp_path, capsys):

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from metrobench.agents import llama_builds
-from metrobench.agents.llama_builds import config_builds, source_tree
+from metrobench.agents.llama_builds import source_tree
 from metrobench.agents.runner.config import parse_model_config
 from metrobench.agents.serving import (gpu_libraries, installed_llama_server, listed_devices, named_build,
                                        require_gpu)
@@ -94,20 +94,20 @@ esac
 # -- listing -------------------------------------------------------------------------------
 
 def test_the_builds_a_config_serves_on_with_their_rows():
-    paper = config_builds(load_study([PAPER]))
+    paper = load_study([PAPER]).llama_builds()
     assert list(paper) == ["b10398", "b8642"]
     assert {"qwen3.5-27b-b10398", "qwen3.6-27b", "qwen3.8-27b", "muse-glimmer-30b"} <= set(paper["b10398"].rows)
     assert {"qwen3.5-27b", "qwen3.5-35b-a3b", "student_serving"} <= set(paper["b8642"].rows)
     assert sum(len(u.rows) for u in paper.values()) == 26       # 25 local rows and the students
     assert all(u.strict_gpu_rows == list(u.rows) for u in paper.values())   # n_gpu_layers 999, CPU not allowed
-    rehearsed = config_builds(load_study([PAPER, OVERLAY]))
+    rehearsed = load_study([PAPER, OVERLAY]).llama_builds()
     assert list(rehearsed) == ["b10398", "b8642"]                # the paper's names, kept
     assert all(u.gpu_rows == list(u.rows) and u.strict_gpu_rows == [] for u in rehearsed.values())
-    assert config_builds(load_study([DEMO])) == {}               # the CPU demo: the default build
+    assert load_study([DEMO]).llama_builds() == {}               # the CPU demo: the default build
 
 
 def test_the_listing_command(capsys):
-    assert llama_builds.main(["--list", "--config", str(PAPER)]) == 0
+    assert main(["builds", "--list", "--config", str(PAPER)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("\t")[0] for line in lines] == ["b10398", "b8642"]
     assert "student_serving" in lines[1].split("\t")[1].split()
@@ -195,7 +195,7 @@ def test_make_builds_builds_each_named_build_from_its_tag_once(upstream, tmp_pat
     config.write_text(yaml.safe_dump({"models": {"m": {"serving": {"gguf": "m.gguf", "build": "b2",
                                                                    "n_gpu_layers": 99}}}}))
     args = ["--config", str(config), "--venv", sys.prefix]
-    assert llama_builds.main(args) == 0, capsys.readouterr().err
+    assert main(["builds", *args]) == 0, capsys.readouterr().err
     binary = tmp_path / "builds" / "b2" / "llama-server"
     assert named_build("b2") == binary
     record = json.loads((binary.parent / "metrobench-build.json").read_text())
@@ -213,18 +213,18 @@ def test_make_builds_builds_each_named_build_from_its_tag_once(upstream, tmp_pat
     assert tools.describe() == f"b2 (commit {tagged[:12]})"
     assert [c.status for c in check_named_builds(load_study([config]))] == ["ok", "ok"]  # CUDA; devices not listed
     assert (tmp_path / "cmake.log").read_text().split() == ["configure", "build"]
-    assert llama_builds.main(args) == 0                                  # installed from its tag: nothing to do
+    assert main(["builds", *args]) == 0                                  # installed from its tag: nothing to do
     assert "b2: installed from tag b2" in capsys.readouterr().out
     assert (tmp_path / "cmake.log").read_text().split() == ["configure", "build"]
     monkeypatch.setenv("LLAMA_CMAKE_ARGS", "")                            # other CMake arguments: built again
-    assert llama_builds.main(args) == 0
+    assert main(["builds", *args]) == 0
     assert (tmp_path / "cmake.log").read_text().split() == ["configure", "build"] * 2
     assert gpu_libraries(binary.parent) == []
     monkeypatch.setenv("LLAMA_CPP_REPO", f"file://{tmp_path / 'nowhere.git'}")
     monkeypatch.setenv("LLAMA_CMAKE_ARGS", "-DGGML_VULKAN=ON")           # a clone kept at the tag is reused;
     shutil.rmtree(tmp_path / "work" / "src")                             # without it, the clone is needed
     capsys.readouterr()
-    assert llama_builds.main(args) == 2
+    assert main(["builds", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("metrobench: error: llama.cpp build b2: cloning file://") and "\n" not in err
 

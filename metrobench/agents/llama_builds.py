@@ -1,8 +1,8 @@
 """Named llama.cpp builds: which ones a study config serves on, and ``make builds`` making them.
 
 A model row may name a llama.cpp build (``serving.build: b8642``: the paper served its rows on
-b8642 and b10398). :func:`config_builds` lists the builds a config names and the rows on each;
-``python -m metrobench.agents.llama_builds`` (``make builds``) builds each from its tag with
+b8642 and b10398). ``StudyConfig.llama_builds`` lists the builds a config names and the rows on
+each (:class:`BuildUse`); ``metrobench builds`` (``make builds``) builds each from its tag with
 ``scripts/install-llama-cpp.sh`` into the folder ``serving.build`` is looked up in
 (:func:`metrobench.agents.serving.builds_dir`), with the configured ``LLAMA_CMAKE_ARGS``.
 
@@ -24,12 +24,10 @@ A build already installed from its tag with the same ``LLAMA_CMAKE_ARGS`` is lef
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +36,6 @@ from metrobench.errors import MetrobenchError
 
 if TYPE_CHECKING:
     from metrobench.agents.runner.config import Serving
-    from metrobench.study import StudyConfig
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "install-llama-cpp.sh"
@@ -64,36 +61,6 @@ class BuildUse:
     def strict_gpu_rows(self) -> list[str]:
         """Rows that put layers on the GPU and do not allow the CPU (``serving.allow_cpu``)."""
         return [row for row, s in self.rows.items() if s.n_gpu_layers > 0 and not s.allow_cpu]
-
-
-def config_builds(study: StudyConfig) -> dict[str, BuildUse]:
-    """The named builds a study config serves on (its models' and, with students, ``student_serving``'s),
-    by name, each with the rows on it."""
-    from metrobench.agents.runner.config import study_model_config
-
-    rows: list[tuple[str, Any]] = [(name, study_model_config(name, entry)) for name, entry in study.models.items()]
-    if study.students and study.student_serving is not None:
-        rows.append(("student_serving", study_model_config("student", study.student_serving)))
-    builds: dict[str, BuildUse] = {}
-    for name, cfg in rows:
-        serving = cfg.serving
-        if serving is None or serving.build is None or serving.binary:
-            continue              # hosted, the default build, or an executable given by path
-        builds.setdefault(serving.build, BuildUse(serving.build)).rows[name] = serving
-    return dict(sorted(builds.items()))
-
-
-def student_converter_build(study: StudyConfig) -> str | None:
-    """The named build that converts and quantises the students: ``student_serving``'s build under
-    ``export.converter: serving`` (the default), else None (the vendored tree or ``llama_cpp_checkout``)."""
-    from metrobench.agents.runner.config import study_model_config
-
-    if study.export.converter != "serving" or not study.students or study.student_serving is None:
-        return None
-    serving = study_model_config("student", study.student_serving).serving
-    if serving is None or serving.binary:
-        return None
-    return serving.build
 
 
 def work_dir() -> Path:
@@ -190,10 +157,9 @@ def install(name: str, tree: str, venv: Path) -> None:
                               f"{done.returncode}; its output is above)")
 
 
-def make_builds(study: StudyConfig, venv: Path, *, source: str | None = None, force: bool = False,
+def make_builds(builds: dict[str, BuildUse], venv: Path, *, source: str | None = None, force: bool = False,
                 repo_url: str = UPSTREAM) -> list[str]:
-    """Build and install every named build the config serves on; the names, in order."""
-    builds = config_builds(study)
+    """Build and install these named builds (``StudyConfig.llama_builds``); the names, in order."""
     cmake_args = os.environ.get("LLAMA_CMAKE_ARGS", "")
     for name, use in builds.items():
         if not force and up_to_date(name, source, cmake_args):
@@ -202,33 +168,3 @@ def make_builds(study: StudyConfig, venv: Path, *, source: str | None = None, fo
             continue
         install(name, source_tree(name, source, work_dir(), repo_url), venv)
     return list(builds)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from metrobench.study import load_study
-
-    parser = argparse.ArgumentParser(prog="python -m metrobench.agents.llama_builds",
-                                     description="build the llama.cpp builds a study config names (make builds)")
-    parser.add_argument("--config", action="append", default=None,
-                        help="study config file(s), later ones overlaid (default config/config.yaml)")
-    parser.add_argument("--venv", default=sys.prefix, help="the virtual environment (default: this Python's)")
-    parser.add_argument("--list", action="store_true", help="only list the builds and their rows")
-    parser.add_argument("--force", action="store_true", help="build again even where installed from the tag")
-    args = parser.parse_args(argv)
-    try:
-        study = load_study(args.config or ["config/config.yaml"])
-        if args.list:
-            for name, use in config_builds(study).items():
-                print(f"{name}\t{' '.join(use.rows)}")
-            return 0
-        names = make_builds(study, Path(args.venv), source=os.environ.get(SOURCE_ENV) or None, force=args.force,
-                            repo_url=os.environ.get(REPO_ENV) or UPSTREAM)
-    except MetrobenchError as exc:
-        print(f"metrobench: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"llama.cpp builds: {', '.join(names) if names else 'none named by the config'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

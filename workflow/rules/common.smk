@@ -9,7 +9,6 @@ from pathlib import Path
 import yaml
 
 from metrobench import layout
-from metrobench.agents.llama_builds import student_converter_build
 from metrobench.agents.runner.config import study_run_config
 from metrobench.errors import MetrobenchError
 from metrobench.footprint.fit import check_study
@@ -238,7 +237,7 @@ def llama_cpp_flag():
     """Which llama.cpp converts and quantises the students: `--build B`, the build they are served
     on (config export.converter: serving), else `--llama-cpp C` (llama_cpp_checkout), else none
     (the vendored tree)."""
-    build = student_converter_build(STUDY)
+    build = STUDY.student_converter_build()
     if build:
         return f"--build {build}"
     return f"--llama-cpp {STUDY.llama_cpp_checkout}" if STUDY.llama_cpp_checkout else ""
