@@ -219,6 +219,16 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     """The options of ``run`` and ``bench``: system, model settings, case selection, transcript."""
     _add_data(p)
     p.add_argument("--system", required=True, choices=_systems())
+    _add_model_options(p)
+    _add_case_options(p)
+    p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
+    p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
+                                  "write --out as this selection's view of it")
+    _add_resume_options(p)
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    """Where the model's settings come from (a study config, a model config, flags) and the flags."""
     p.add_argument("--model-config", help="YAML with the model's settings (flags below override it)")
     p.add_argument("--config", action="append",
                    help="study config(s): take the model's settings from its `models` entry")
@@ -237,13 +247,18 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
     p.add_argument("--max-rounds", type=_at_least_one, help="model calls per case, all turns together (default 20)")
     p.add_argument("--timeout", type=_positive, help="seconds per request (default 240)")
+
+
+def _add_case_options(p: argparse.ArgumentParser) -> None:
+    """Which cases of a system a run covers (:func:`_run_selection`)."""
     _add_selection(p)
     p.add_argument("--cases", type=_name_list, help="comma-separated case ids")
     p.add_argument("--limit", type=_at_least_one, help="only the first N cases")
     p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (the CPU demo)")
-    p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
-    p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
-                                  "write --out as this selection's view of it")
+
+
+def _add_resume_options(p: argparse.ArgumentParser) -> None:
+    """What happens to a transcript already there: resumed (default), discarded, or set aside."""
     p.add_argument("--restart", action="store_true", help="discard an existing transcript first")
     p.add_argument("--set-aside", action="store_true",
                    help="a transcript (--work, else --out) made under other settings or serving is renamed to "

@@ -1,0 +1,78 @@
+"""``metrobench eval``: one model, several systems, run into the work transcripts, scored, summarised.
+
+Against the OpenAI wire-format stand-in on 127.0.0.1 (every request counted): the first call
+runs the sampled cases of two systems and prints the summary; a second call sends nothing and
+prints the same summary (resumed from the work transcripts).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fake_openai_api import FakeOpenAI, chat_payload
+
+from metrobench import layout
+from metrobench.cli import main
+from metrobench.transcripts.records import read_run
+
+DECLINED = chat_payload('{"outcome": "request_declined"}')
+
+
+def evaluate(root: Path, results: Path, url: str, *extra: str) -> int:
+    return main(["eval", "--data", str(root), "--model", "mine", "--base-url", f"{url}/v1",
+                 "--system", "doha,marta", "--partition", "all", "--sample", "3", "--concurrency", "1",
+                 "--results", str(results), *extra])
+
+
+def test_eval_runs_two_systems_scores_and_summarises_then_resumes_without_a_request(root, tmp_path, capsys):
+    results = tmp_path / "results"
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        assert evaluate(root, results, api.url) == 0
+        first = len(api.requests)
+        out = capsys.readouterr().out
+        assert evaluate(root, results, api.url) == 0
+        again = capsys.readouterr().out
+        assert len(api.requests) == first        # resumed: not one request more
+    work = {s: read_run(Path(layout.work_path("mine", s, str(results)))) for s in ("doha", "marta")}
+    assert all(len(run.records) == 3 for run in work.values())
+    assert first == sum(r.api_rounds for run in work.values() for r in run.records) == 6   # one round a case
+    assert {r["path"] for r in api.requests} == {"/v1/chat/completions"}
+    assert out.count("ran 3 cases (0 failed), 0 already done") == 2
+    assert again.count("ran 0 cases (0 failed), 3 already done") == 2
+    scores = results / "eval" / "mine" / "scores"
+    for s in ("doha", "marta"):
+        assert (scores / f"model=mine/system={s}/part.parquet").is_file()
+        assert (results / "eval" / "mine" / "runs" / f"{s}.jsonl").is_file()
+    summary = out[out.index("model mine | partition full | 6 cases"):]
+    assert summary == again[again.index("model mine | partition full | 6 cases"):]
+    lines = summary.splitlines()
+    assert [line.split()[0] for line in lines[2:5]] == ["marta", "doha", "headline"]   # the tables' order
+    assert "judged component scores are missing" in summary     # --judge none: composite bounded
+    assert not (results / "runs").exists() and not (results / "scores").exists()   # the workflow's folders
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--system", "atlantis"], "eval: --system: unknown system 'atlantis'"),
+    (["--system", "doha,"], "--system: an empty item"),
+])
+def test_eval_refuses_a_bad_system_in_one_line_before_any_request(root, tmp_path, capsys, flags, expected):
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        code = main(["eval", "--data", str(root), "--model", "mine", "--base-url", f"{api.url}/v1",
+                     "--results", str(tmp_path), *flags])
+        assert not api.requests
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("metrobench: error: ") and expected in err, err
+
+
+def test_eval_stops_on_an_endpoint_that_is_down_with_the_runs_one_line(root, tmp_path, capsys):
+    with FakeOpenAI(lambda request: (503, {"error": {"message": "down"}})) as api:
+        config = tmp_path / "m.yaml"
+        config.write_text("name: mine\nretries: 1\nbackoff_s: 0.01\nconcurrency: 1\n")
+        code = main(["eval", "--data", str(root), "--model-config", str(config), "--base-url", f"{api.url}/v1",
+                     "--system", "doha", "--cases", "DOHA-A-001", "--partition", "all",
+                     "--results", str(tmp_path / "results")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]   # beside the progress lines
+    assert code == 2 and len(errors) == 1 and errors[0].startswith("metrobench: error: "), errors
+    assert "ended on the endpoint" in errors[0] and "rerun the same command" in errors[0]
+    assert not (tmp_path / "results" / "eval" / "mine" / "scores").exists()
