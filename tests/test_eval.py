@@ -20,7 +20,7 @@ DECLINED = chat_payload('{"outcome": "request_declined"}')
 
 
 def evaluate(root: Path, results: Path, url: str, *extra: str) -> int:
-    return main(["eval", "--data", str(root), "--model", "mine", "--base-url", f"{url}/v1",
+    return main(["eval", "--data", str(root), "--model", "mine", "--provider", "openai", "--base-url", f"{url}/v1",
                  "--system", "doha,marta", "--partition", "all", "--sample", "3", "--concurrency", "1",
                  "--results", str(results), *extra])
 
@@ -76,3 +76,29 @@ def test_eval_stops_on_an_endpoint_that_is_down_with_the_runs_one_line(root, tmp
     assert code == 2 and len(errors) == 1 and errors[0].startswith("metrobench: error: "), errors
     assert "ended on the endpoint" in errors[0] and "rerun the same command" in errors[0]
     assert not (tmp_path / "results" / "eval" / "mine" / "scores").exists()
+
+
+# api_key_env is optional for an OpenAI-compatible endpoint on this machine (as the openai judge's)
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/v1", "http://localhost:8080/v1", "http://[::1]:8080/v1",
+                                 "http://127.0.0.2/v1", "http://LOCALHOST./v1"])
+def test_a_keyless_openai_model_on_a_loopback_url_sends_a_placeholder_key(url, monkeypatch):
+    from metrobench.agents.runner.client import ChatClient
+    from metrobench.agents.runner.config import ModelConfig
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = ChatClient(ModelConfig(name="mine", provider="openai", base_url=url))
+    assert client.client.api_key == "local"
+
+
+@pytest.mark.parametrize("url", ["https://api.openai.com/v1", "http://10.0.0.5:8080/v1", "http://localhost.example/v1",
+                                 None])
+def test_a_keyless_openai_model_elsewhere_is_refused_naming_the_way_out(url, monkeypatch):
+    from metrobench.agents.runner.client import ChatClient
+    from metrobench.agents.runner.config import ModelConfig
+    from metrobench.errors import MetrobenchError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(MetrobenchError, match=r"model mine: provider openai needs api_key_env \(or a base_url on "
+                                              r"127\.0\.0\.1, localhost or ::1\)"):
+        ChatClient(ModelConfig(name="mine", provider="openai", base_url=url))
