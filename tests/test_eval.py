@@ -14,6 +14,7 @@ from fake_openai_api import FakeOpenAI, chat_payload
 
 from metrobench import layout
 from metrobench.cli import main
+from metrobench.data.root import SYSTEMS
 from metrobench.transcripts.records import read_run
 
 DECLINED = chat_payload('{"outcome": "request_declined"}')
@@ -102,3 +103,55 @@ def test_a_keyless_openai_model_elsewhere_is_refused_naming_the_way_out(url, mon
     with pytest.raises(MetrobenchError, match=r"model mine: provider openai needs api_key_env \(or a base_url on "
                                               r"127\.0\.0\.1, localhost or ::1\)"):
         ChatClient(ModelConfig(name="mine", provider="openai", base_url=url))
+
+
+# README's "Evaluate your own model": its YAML block and its command, run as written (only the URL
+# changed to the stand-in's), with no key in the environment
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+README_URL = "http://127.0.0.1:8080/v1"
+
+
+def readme_section() -> tuple[str, str]:
+    """The YAML block and the command of README's "Evaluate your own model" section."""
+    import re
+
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Evaluate your own model"):]
+    section = section[:section.index("\n## ", 1)]
+    yaml_block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    commands = re.search(r"```sh\n(.*?)```", section, re.S).group(1).strip().splitlines()
+    assert len(commands) == 1, commands
+    return yaml_block, commands[0]
+
+
+def test_readmes_block_and_command_evaluate_a_model_on_the_stand_in(root, tmp_path, monkeypatch, capsys):
+    import shlex
+
+    import yaml
+
+    block, command = readme_section()
+    assert text_in_first_screen("## Evaluate your own model")
+    entry = yaml.safe_load(block)["models"]
+    (name, settings), = entry.items()
+    assert settings["base_url"] == README_URL and "api_key_env" not in settings   # keyless, on this machine
+    argv = shlex.split(command)
+    assert argv[0] == ".venv/bin/metrobench"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("METROBENCH_DATA", str(root))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        config = argv[argv.index("--config") + 1]
+        (tmp_path / config).write_text(block.replace(README_URL, f"{api.url}/v1"))
+        assert main(argv[1:]) == 0
+    out = capsys.readouterr().out
+    assert {r["body"]["model"] for r in api.requests} == {settings["model"]}
+    assert {r["headers"].get("authorization") for r in api.requests} == {"Bearer local"}
+    work = [read_run(tmp_path / layout.work_path(name, s)) for s in SYSTEMS]
+    assert [len(run.records) for run in work] == [5] * 6                 # --sample 5 on each of the six
+    assert len(api.requests) == sum(r.api_rounds for run in work for r in run.records)
+    assert f"model {name} | partition holdout | 30 cases" in out
+
+
+def text_in_first_screen(text: str, lines: int = 40) -> bool:
+    return text in "\n".join(README.read_text(encoding="utf-8").splitlines()[:lines])
