@@ -115,8 +115,9 @@ def _checked(problem: Callable[[str], str | None]) -> Callable[[str], str]:
 
 
 class Data(Section):
-    path: str | None = Field(None, description="local benchmark root; empty to fetch the pinned commit "
-                                              "into results/data/")
+    path: str | None = Field(None, description="local benchmark root; empty: $METROBENCH_DATA, else "
+                                              "../shared/metrollm-bench, else .data/metrollm-bench (as the "
+                                              "commands find it), else the pinned commit fetched into results/data/")
     commit: str = Field(pinned_release().commit, pattern=r"^[0-9a-f]{40}$",
                         description="the benchmark commit fetched when path is empty")
 

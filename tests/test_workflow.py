@@ -21,9 +21,13 @@ BIN = Path(sys.executable).parent
 ENV = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
-def snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=ENV,
+def snakemake(cwd: Path, *args: str, timeout: int = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=ENV if env is None else env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+#: The environment of a fresh clone: no METROBENCH_DATA (the workflow then looks beside the checkout).
+BARE = {k: v for k, v in ENV.items() if k != "METROBENCH_DATA"}
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -44,7 +48,7 @@ def test_lint_and_snakefmt():
 @pytest.mark.slow
 def test_paper_plan_for_table4(tmp_path):
     cwd = workflow_copy(tmp_path)
-    plan = snakemake(cwd, "-n", "results/table4.csv")
+    plan = snakemake(cwd, "-n", "results/table4.csv", env=BARE)
     assert plan.returncode == 0, plan.stderr[-2000:]
     counts = job_counts(plan.stdout)
     assert counts == {
@@ -60,6 +64,35 @@ def test_paper_plan_for_table4(tmp_path):
     trainset = snakemake(cwd, "-n", "-p", "results/teacher/dataset.jsonl").stdout
     assert "--partition train" in trainset
     assert all(f"--recipe peft/recipes/{size}.yaml" in trainset for size in ("2b", "4b", "9b", "27b"))
+
+
+@pytest.mark.slow
+def test_the_workflow_finds_the_data_as_the_commands_do_and_says_which(tmp_path, root):
+    # issue 44: data.path, else $METROBENCH_DATA, else the shared copy beside the checkout, else the
+    # pinned clone (fetched); the plan's first line says which (metrobench.data.root.locate_root)
+    (tmp_path / "checkout").mkdir()
+    cwd = workflow_copy(tmp_path / "checkout")
+    target = ("-n", "-p", "results/partition.json")
+
+    bare = snakemake(cwd, *target, env=BARE)
+    assert bare.returncode == 0, bare.stderr[-2000:]
+    assert "benchmark data: results/data/metrollm-bench (the pinned clone, fetched at data.commit)" in bare.stderr
+    assert job_counts(bare.stdout)["fetch_data"] == 1
+
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "metrollm-bench").symlink_to(root)
+    shared = snakemake(cwd, *target, env=BARE)
+    assert "benchmark data: ../shared/metrollm-bench (from the shared copy ../shared/metrollm-bench)" \
+        in shared.stderr, shared.stderr[-2000:]
+    assert "fetch_data" not in job_counts(shared.stdout)
+    assert "metrobench verify-data --data ../shared/metrollm-bench" in shared.stdout
+
+    env = snakemake(cwd, *target, env=dict(BARE, METROBENCH_DATA=str(root)))
+    assert f"benchmark data: {root} (from METROBENCH_DATA)" in env.stderr
+    assert f"metrobench verify-data --data {root} " in env.stdout and "fetch_data" not in job_counts(env.stdout)
+
+    configured = snakemake(cwd, *target, "--config", f"data={{path: {root}}}", env=dict(BARE, METROBENCH_DATA="/x"))
+    assert f"benchmark data: {root} (from data.path)" in configured.stderr
 
 
 @pytest.mark.slow
