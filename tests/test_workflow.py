@@ -96,6 +96,22 @@ def test_the_workflow_finds_the_data_as_the_commands_do_and_says_which(tmp_path,
 
 
 @pytest.mark.slow
+def test_a_failed_jobs_log_is_printed_under_its_error(tmp_path, root):
+    # issue 44: show-failed-logs in the profiles; the log's own error line reaches the terminal
+    for profile in ("default", "slurm"):
+        assert yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())["show-failed-logs"] is True
+    cwd = workflow_copy(tmp_path)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for sub in ("cases", "data/systems", "data/splits"):
+        (bad / sub).mkdir(parents=True)                 # laid out as a root, no file in it: verify-data fails
+    run = snakemake(cwd, "results/data/verified.json", "--cores", "1", "--config", f"data={{path: {bad}}}",
+                    timeout=300)
+    assert run.returncode != 0
+    assert "metrobench: error:" in run.stderr and "logs/data/verify.log" in run.stderr, run.stderr[-3000:]
+
+
+@pytest.mark.slow
 def test_config_overrides_reach_the_tables(tmp_path):
     """`snakemake --config ...` changes what `metrobench tables` reads; an override reruns only the paper layer."""
     cwd = workflow_copy(tmp_path)
