@@ -638,3 +638,21 @@ def test_table2_refuses_a_model_whose_systems_ran_under_different_settings(tmp_p
         "rerun the model's runs under one config (the workflow reruns a changed model's runs; "
         "`metrobench bench --set-aside` keeps the old ones)\n")
     assert (tmp_path / "table2.csv").read_bytes() == made         # the old table stays, none half-written
+
+
+@pytest.mark.parametrize("only, config, why", [
+    ("table2", {}, "built nothing: table2:"),                          # no leaderboard: Table 2 skipped, said why
+    ("table99", {"leaderboard": [{"model": "m1"}]}, "built nothing: no table or figure has that name"),
+])
+def test_tables_only_that_builds_nothing_fails_saying_why(tmp_path, capsys, only, config, why):
+    # issue 44: `--only` names what the caller (a rule) needs; building none of it is an error
+    from metrobench.cli import main
+
+    scores = _write_parquet(synthetic_table(), tmp_path / "scores")
+    path = tmp_path / "study.yaml"
+    path.write_text(json.dumps(config))
+    assert main(["tables", "--scores", str(scores), "--config", str(path), "--out", str(tmp_path),
+                 "--only", only]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"metrobench: error: tables: --only {only} built nothing") and why in err, err
+    assert err.count("\n") == 1 and not list(tmp_path.glob("table*"))
