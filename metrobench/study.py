@@ -703,7 +703,7 @@ def main(argv: list[str] | None = None) -> int:
         load_study(args.config)
     except MetrobenchError as exc:
         print(f"metrobench: error: {exc}", file=sys.stderr)
-        return 1
+        return 2   # a user error, as every metrobench command reports one
     print(f"ok: {', '.join(args.config) or 'the defaults'}")
     return 0
 
