@@ -172,3 +172,35 @@ def test_cli_scores_with_the_anthropic_judge(api, tmp_path, root, capsys):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     assert SECRET not in out + summary
+
+
+def test_unparseable_judge_replies_are_counted_beside_the_scores(tmp_path, root, capsys, monkeypatch):
+    # issue 44: a judge answering in the wrong format is scored 1 of 2 (the reference's rule, kept),
+    # and `score` says how many replies that was, per run and in all, cached or new
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    run = tmp_path / "runs" / "marta.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "marta", "--partition", "holdout",
+                 "--sample", "6", "--out", str(run)]) == 0
+    chatty = "can use only these tools"          # scope_adherence's rubric: answered without a score
+
+    def reply(prompt: str) -> str:
+        return "The kiosk stayed in scope, I would say 2." if chatty in prompt else "Score: 2 | fine"
+
+    with FakeMessagesAPI(reply) as api:
+        args = ["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "scores"),
+                "--judge", "anthropic", "--judge-url", api.url]
+        assert main(args) == 0
+        assert main(args) == 0                   # from the cache: counted the same
+        prompts = [m if isinstance(m := r["body"]["messages"][0]["content"], str)
+                   else "".join(part["text"] for part in m) for r in api.requests]
+    out = capsys.readouterr().out
+    unread = sum(chatty in p for p in prompts)
+    assert 0 < unread < len(prompts)
+    assert out.count(f", {unread} judge replies unparseable (scored 1 of 2) -> ") == 2, out
+    assert f"0 cached, {len(prompts)} new judgments; {unread} of {len(prompts)} replies unparseable" in out
+    assert f"{len(prompts)} cached, 0 new judgments; {unread} of {len(prompts)} replies unparseable" in out
+    import pandas as pd
+
+    frame = pd.read_parquet(tmp_path / "scores")
+    scope = frame[frame["component"] == "scope_adherence"]
+    assert len(scope) == 6 and scope["judged"].all()

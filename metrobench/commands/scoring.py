@@ -74,13 +74,17 @@ def score_runs(args: argparse.Namespace, bench: Benchmark, runs: list[str], out:
                        concurrency=args.judge_concurrency)
     partitions = load_split(bench, args.split)
     for run in runs:
+        before = judge.unparsed if judge is not None else 0
         scored = score_run_file(bench, run, out, judge=judge, errata=errata,
                                 selection=args.partition, partitions=partitions,
                                 model=args.model, system=args.system, sample=args.sample)
         note = f", {scored.missing} missing (scored as failures)" if scored.missing else ""
+        if judge is not None and judge.unparsed > before:
+            note += f", {judge.unparsed - before} judge replies unparseable (scored 1 of 2)"
         print(f"scored {run}: {len(scored.scores)} cases of {scored.system}{note} -> {scored.path}")
     if judge is not None:
-        print(f"judge {judge.model}: {judge.hits} cached, {judge.misses} new judgments")
+        print(f"judge {judge.model}: {judge.hits} cached, {judge.misses} new judgments; {judge.unparsed} of "
+              f"{judge.judged} replies unparseable (no 'Score: N': scored 1 of 2, as the reference scores them)")
 
 
 def _add_summary(sub: Subparsers[argparse.ArgumentParser]) -> None:
