@@ -211,8 +211,10 @@ class Stats(Section):
 
 
 class Report(Section):
-    targets: list[str] = Field([], description="what `rule all` builds beside the summaries: files and folders "
-                                               "named inside the results folder (table2.csv, view)")
+    targets: list[str] | None = Field(None, description="what `rule all` builds beside the summaries: files and "
+                                                        "folders named inside the results folder (table2.csv, view); "
+                                                        "unset: table2.csv (given a leaderboard) and view "
+                                                        "(StudyConfig.report_targets)")
     notes: dict[str, str] = Field({}, description="table name -> a note printed under its Markdown table "
                                                   "(what a miniature study can and cannot show)")
 
@@ -399,6 +401,13 @@ class StudyConfig(Section):
         repeat = self.repeat_of(model)
         return repeat[0] if repeat else model
 
+    def report_targets(self) -> list[str]:
+        """What `rule all` builds and so `snakemake --report` shows: ``report.targets``, else Table 2
+        (where the leaderboard has rows) and the case viewer, so a small study's report is not empty."""
+        if self.report.targets is not None:
+            return list(self.report.targets)
+        return (["table2.csv"] if self.leaderboard else []) + ["view"]
+
     def view_models(self) -> list[str]:
         """The case viewer's models: ``view.models``, else the leaderboard's rows, else the rule agent
         (student groups expanded to their seeds; a repeated model shows its first run)."""
@@ -539,7 +548,7 @@ def _check_contexts(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
 def _check_targets(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
     """Report targets are named inside the results folder: ``table2.csv``, not ``results/table2.csv``."""
     root = study.results.rstrip("/") + "/"
-    for i, target in enumerate(study.report.targets):
+    for i, target in enumerate(study.report.targets or []):
         if target.startswith(root) or Path(target).is_absolute():
             where = ("report", "targets", i)
             raise DataError(_source(sources, where), f"{target}: name it inside the results folder "

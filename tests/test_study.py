@@ -169,3 +169,13 @@ def test_checking_a_bad_config_from_the_command_line_is_one_line_and_status_2(tm
     assert proc.stderr.startswith("metrobench: error: ") and "bad.yaml" in proc.stderr
     good = subprocess.run([sys.executable, "-m", "metrobench.study"], capture_output=True, text=True)
     assert (good.returncode, good.stdout) == (0, "ok: the defaults\n")
+
+
+def test_report_targets_default_to_table2_and_the_viewer():
+    # issue 44: a config that names no report targets still gets a Results section
+    assert StudyConfig().report_targets() == ["view"]                    # no leaderboard: no Table 2 to build
+    ranked = StudyConfig(leaderboard=[{"model": "rule-agent", "reference": True}])
+    assert ranked.report_targets() == ["table2.csv", "view"]
+    chosen = StudyConfig(leaderboard=[{"model": "rule-agent"}], report={"targets": ["table9.csv"]})
+    assert chosen.report_targets() == ["table9.csv"]
+    assert StudyConfig(report={"targets": []}).report_targets() == []   # an explicit empty list: nothing

@@ -112,6 +112,20 @@ def test_a_failed_jobs_log_is_printed_under_its_error(tmp_path, root):
 
 
 @pytest.mark.slow
+def test_a_config_without_report_targets_builds_table2_and_the_viewer(tmp_path, root):
+    # issue 44: report.targets unset -> `rule all` (and so `snakemake --report`) has Table 2 and the viewer
+    cwd = workflow_copy(tmp_path)
+    (cwd / "mine.yaml").write_text(yaml.safe_dump({
+        "data": {"path": str(root)}, "scoring": {"judge": "none"},
+        "leaderboard": [{"model": "rule-agent", "reference": True}]}))
+    plan = snakemake(cwd, "-n", "--configfile", "mine.yaml")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert counts["table"] == 1 and counts["view"] == 1 and counts["all"] == 1, counts
+    assert "output: results/table2.csv" in plan.stdout
+
+
+@pytest.mark.slow
 def test_config_overrides_reach_the_tables(tmp_path):
     """`snakemake --config ...` changes what `metrobench tables` reads; an override reruns only the paper layer."""
     cwd = workflow_copy(tmp_path)
