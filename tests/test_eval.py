@@ -121,8 +121,8 @@ def readme_section() -> tuple[str, str]:
     section = section[:section.index("\n## ", 1)]
     yaml_block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     commands = re.search(r"```sh\n(.*?)```", section, re.S).group(1).strip().splitlines()
-    assert len(commands) == 1, commands
-    return yaml_block, commands[0]
+    assert len(commands) == 2, commands   # eval, then the workflow's Table 2: at most two commands
+    return yaml_block, commands
 
 
 def test_readmes_block_and_command_evaluate_a_model_on_the_stand_in(root, tmp_path, monkeypatch, capsys):
@@ -130,7 +130,7 @@ def test_readmes_block_and_command_evaluate_a_model_on_the_stand_in(root, tmp_pa
 
     import yaml
 
-    block, command = readme_section()
+    block, (command, _) = readme_section()
     assert text_in_first_screen("## Evaluate your own model")
     entry = yaml.safe_load(block)["models"]
     (name, settings), = entry.items()
@@ -155,3 +155,43 @@ def test_readmes_block_and_command_evaluate_a_model_on_the_stand_in(root, tmp_pa
 
 def text_in_first_screen(text: str, lines: int = 40) -> bool:
     return text in "\n".join(README.read_text(encoding="utf-8").splitlines()[:lines])
+
+
+@pytest.mark.slow
+def test_readmes_second_command_puts_the_model_in_table2_resuming_the_eval(root, tmp_path, monkeypatch, capsys):
+    """The README's two commands in a fresh copy of the workflow: eval's cases are not sent again by the
+    workflow's runs, and Table 2 has the model's row."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    import pandas as pd
+    import yaml
+
+    from conftest import workflow_copy
+
+    block, (first, second) = readme_section()
+    (name, settings), = yaml.safe_load(block)["models"].items()
+    cwd = workflow_copy(tmp_path)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("METROBENCH_DATA", str(root))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        argv = shlex.split(first)
+        (cwd / argv[argv.index("--config") + 1]).write_text(block.replace(README_URL, f"{api.url}/v1"))
+        assert main(argv[1:]) == 0
+        by_eval = len(api.requests)
+        argv = shlex.split(second)
+        assert argv[0] == ".venv/bin/snakemake"
+        bin_dir = Path(sys.executable).parent
+        env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+        done = subprocess.run([sys.executable, "-m", "snakemake", *argv[1:]], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+    work = [read_run(cwd / layout.work_path(name, s)) for s in SYSTEMS]
+    assert sum(len(run.records) for run in work) == 955
+    rounds = sum(r.api_rounds for run in work for r in run.records)
+    assert len(api.requests) == rounds and by_eval > 0     # every case sent once: the workflow resumed eval's
+    table2 = pd.read_csv(cwd / "results" / "table2.csv")
+    assert list(table2["model"]) == [name]
