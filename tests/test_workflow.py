@@ -125,6 +125,29 @@ def test_a_config_without_report_targets_builds_table2_and_the_viewer(tmp_path, 
     assert "output: results/table2.csv" in plan.stdout
 
 
+@pytest.mark.parametrize("scoring, said", [
+    ({"judge": "openai", "judge_model": "qwen-judge", "judge_url": "http://127.0.0.1:9/v1"},
+     "Scoring judge: openai, model qwen-judge at http://127.0.0.1:9/v1."),
+    ({"judge": "anthropic"}, "Scoring judge: anthropic, model claude-haiku-4-5-20251001 at the provider's API."),
+    ({"judge": "none"}, "Scoring judge: none, the judge was off"),
+])
+def test_the_reports_text_names_the_judge_its_model_and_url(scoring, said):
+    # issue 44: "Scoring judge: openai (with none, ...)" read as if the judge were off
+    import re
+
+    import jinja2
+    from docutils.core import publish_parts
+
+    class Snakemake:   # what snakemake.report renders the description with
+        config = {"scoring": scoring}
+
+    text = jinja2.Environment().from_string((REPO / "workflow" / "report" / "workflow.rst").read_text())
+    html = publish_parts(text.render(snakemake=Snakemake), writer_name="html")["html_body"]
+    plain = " ".join(re.sub(r"<[^>]+>", "", html).split())
+    assert said in plain.replace("&quot;", '"').replace("&#x27;", "'"), plain
+    assert ("judge was off" in plain) == (scoring["judge"] == "none")
+
+
 @pytest.mark.slow
 def test_config_overrides_reach_the_tables(tmp_path):
     """`snakemake --config ...` changes what `metrobench tables` reads; an override reruns only the paper layer."""

@@ -36,7 +36,7 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
                    help="comma-separated systems, or all (default: all six)")
     _add_model_options(p)
     _add_case_options(p)
-    p.set_defaults(partition="holdout")
+    p.set_defaults(partition="holdout")   # the summary's (and the paper's headline's) cases
     p.add_argument("--results", default=layout.RESULTS, metavar="DIR",
                    help="results folder: transcripts in DIR/work/, views and scores in DIR/eval/<model>/ "
                         "(default: results)")
