@@ -204,3 +204,36 @@ def test_unparseable_judge_replies_are_counted_beside_the_scores(tmp_path, root,
     frame = pd.read_parquet(tmp_path / "scores")
     scope = frame[frame["component"] == "scope_adherence"]
     assert len(scope) == 6 and scope["judged"].all()
+
+
+def test_the_judge_stand_in_serves_a_try_out_of_the_openai_judge(tmp_path, root, capsys, monkeypatch):
+    # issue 44: `metrobench serve-standin judge` for a try-out: its first line says how to score with it,
+    # and `score --judge openai` then judges every judged component, without a key, reproducibly
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = tmp_path / "runs" / "doha.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
+                 "--sample", "4", "--out", str(run)]) == 0
+    server = subprocess.Popen([sys.executable, "-m", "metrobench", "serve-standin", "judge", "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = server.stdout.readline()
+        flags = first.split("metrobench score ... ", 1)[1].split(";", 1)[0].split()
+        assert flags[:2] == ["--judge", "openai"] and flags[-2:] == ["--judge-model", "standin"], first
+        frames = []
+        for out in ("a", "b"):
+            assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / out),
+                         "--judge-cache", str(tmp_path / f"{out}.cache.jsonl"), *flags]) == 0
+            frames.append(pd.read_parquet(tmp_path / out).sort_values(["case_id", "component"], ignore_index=True))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    printed = capsys.readouterr().out
+    judged = frames[0][frames[0]["judged"]]
+    assert len(judged) > 0 and judged["score"].notna().all()
+    assert printed.count(f"0 cached, {len(judged)} new judgments; 0 of {len(judged)} replies unparseable") == 2
+    pd.testing.assert_frame_equal(frames[0], frames[1])                 # the same prompts, the same grades

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from metrobench.commands.common import Subparsers, _add_data, _add_selection, _add_verify, _at_least_one, \
-    _env_name, _http_url, _verified_bench
+    _env_name, _http_url, _port, _verified_bench
 from metrobench.vocabulary import REPORT_PARTITIONS
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    for add in (_add_score, _add_summary):
+    for add in (_add_score, _add_summary, _add_serve_standin):
         add(sub)
 
 
@@ -101,4 +101,26 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     table = read_scores(Path(args.scores), models=args.model or None)
     print("\n\n".join(render(s) for s in summarise(table, args.partition)))
+    return 0
+
+
+def _add_serve_standin(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("serve-standin", help="serve the judge stand-in on 127.0.0.1 (a try-out of --judge openai; "
+                                             "its grades are digests, not judgments)")
+    p.add_argument("service", choices=("judge",))
+    p.add_argument("--port", type=_port, default=8091, help="port on 127.0.0.1 (0: a free one; default 8091)")
+    p.set_defaults(func=cmd_serve_standin)
+
+
+def cmd_serve_standin(args: argparse.Namespace) -> int:
+    """Serve until interrupted; the first line says how to score with it."""
+    import threading
+
+    from metrobench.standins.judge import MODEL, JudgeStandin
+
+    with JudgeStandin(args.port) as server:
+        print(f"judge stand-in on {server.url}/v1 (grades are digests of the prompt, not judgments): "
+              f"metrobench score ... --judge openai --judge-url {server.url}/v1 --judge-model {MODEL}; "
+              "Ctrl-C stops it", flush=True)
+        threading.Event().wait()
     return 0
