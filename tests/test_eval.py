@@ -51,6 +51,14 @@ def test_eval_runs_two_systems_scores_and_summarises_then_resumes_without_a_requ
     assert [line.split()[0] for line in lines[2:5]] == ["marta", "doha", "headline"]   # the tables' order
     assert "judged component scores are missing" in summary     # --judge none: composite bounded
     assert not (results / "runs").exists() and not (results / "scores").exists()   # the workflow's folders
+    with FakeOpenAI(lambda request: DECLINED) as api:                 # one system again: its summary alone
+        assert main(["eval", "--data", str(root), "--model", "mine", "--provider", "openai", "--base-url",
+                     f"{api.url}/v1", "--system", "doha", "--partition", "all", "--sample", "3",
+                     "--results", str(results)]) == 0
+        assert not api.requests
+    alone = capsys.readouterr().out
+    alone = alone[alone.index("model mine | partition full | 3 cases"):].splitlines()
+    assert [line.split()[0] for line in alone[2:4]] == ["doha", "headline"]
 
 
 @pytest.mark.parametrize("flags, expected", [

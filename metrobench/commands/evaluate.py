@@ -8,7 +8,7 @@ the workflow's run jobs grow too, so a case already there (from an earlier ``eva
 the workflow) is never sent again and a stopped ``eval`` resumes where it stopped. The selection's
 view of each transcript is cut to ``<results>/eval/<model>/runs/<system>.jsonl``, scored into
 ``<results>/eval/<model>/scores/`` as ``metrobench score`` scores, and summarised as
-``metrobench summary`` does. The views and scores stay outside the workflow's ``runs/`` and
+``metrobench summary`` does, over this call's systems only. The views and scores stay outside the workflow's ``runs/`` and
 ``scores/`` folders: a sampled or narrowed ``eval`` never stands in for a workflow output.
 
 Errors are the run's and the scorer's own one-line errors; the first system whose run fails
@@ -71,7 +71,7 @@ def eval_root(model: str, root: str) -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from metrobench.commands.runs import cmd_bench, cmd_run
-    from metrobench.commands.scoring import cmd_summary, score_runs
+    from metrobench.commands.scoring import score_runs
 
     systems = systems_of(args.system)
     cfg = _model_config(argparse.Namespace(**{**vars(args), "system": systems[0]}))
@@ -89,6 +89,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     scores = Path(f"{folder}/scores")
     score_runs(argparse.Namespace(**{**vars(args), "partition": None, "sample": None, "model": None,
                                      "system": None}), bench, views, scores)
-    report = WHOLE_IN_REPORTS if is_whole(args.partition) else args.partition
     print()
-    return cmd_summary(argparse.Namespace(scores=str(scores), partition=report, model=[cfg.name]))
+    print(summary(scores, cfg.name, systems, WHOLE_IN_REPORTS if is_whole(args.partition) else args.partition))
+    return 0
+
+
+def summary(scores: Path, model: str, systems: list[str], partition: str) -> str:
+    """``metrobench summary``'s text for ``model`` on these ``systems`` only: the scores folder may hold
+    another system's scores from an earlier ``eval``, of another selection."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from metrobench.scoring.store import read_scores
+    from metrobench.scoring.summary import render, summarise
+
+    table = read_scores(scores, models=[model])
+    table = table.filter(pc.is_in(table.column("system"), value_set=pa.array(systems)))
+    return "\n\n".join(render(s) for s in summarise(table, partition))
