@@ -116,7 +116,8 @@ def _http_url(text: str) -> str:
 
 
 def _add_data(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", metavar="ROOT", help="benchmark root (default: $METROBENCH_DATA)")
+    p.add_argument("--data", metavar="ROOT", help="benchmark root (default: $METROBENCH_DATA, else "
+                                                  "../shared/metrollm-bench, else .data/metrollm-bench)")
 
 
 def _add_selection(p: argparse.ArgumentParser, help: str | None = None) -> None:
@@ -249,9 +250,9 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=_positive, help="seconds per request (default 240)")
 
 
-def _add_case_options(p: argparse.ArgumentParser) -> None:
+def _add_case_options(p: argparse.ArgumentParser, partition_help: str | None = None) -> None:
     """Which cases of a system a run covers (:func:`_run_selection`)."""
-    _add_selection(p)
+    _add_selection(p, partition_help)
     p.add_argument("--cases", type=_name_list, help="comma-separated case ids")
     p.add_argument("--limit", type=_at_least_one, help="only the first N cases")
     p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (the CPU demo)")

@@ -35,8 +35,8 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--system", type=_name_list, default=ALL,
                    help="comma-separated systems, or all (default: all six)")
     _add_model_options(p)
-    _add_case_options(p)
-    p.set_defaults(partition="holdout")   # the summary's (and the paper's headline's) cases
+    _add_case_options(p, "the cases each system runs (default: holdout, the summary's and the paper's headline's)")
+    p.set_defaults(partition="holdout")
     p.add_argument("--results", default=layout.RESULTS, metavar="DIR",
                    help="results folder: transcripts in DIR/work/, views and scores in DIR/eval/<model>/ "
                         "(default: results)")
