@@ -6,9 +6,9 @@ reads it from a configured path (``--data``, the config's ``data.path``), from
 ``METROBENCH_DATA``, from the shared copy beside the checkout (``../shared/metrollm-bench``),
 or from a clone of the pinned commit that :func:`fetch` makes (``.data/metrollm-bench``,
 where ``make`` puts it): :func:`locate_root`, the one order the commands and the workflow
-both follow (the workflow clones into its results folder when none of them is there). Every file whose content decides a
-score is pinned by SHA-256, so a modified or truncated copy is caught before a
-single case runs. The stages that read ground truth (``rule-agent``,
+both follow (the workflow clones into its results folder when none of them is there).
+Every file whose content decides a score is pinned by SHA-256, so a modified or
+truncated copy is caught before a single case runs. The stages that read ground truth (``rule-agent``,
 ``partition``, ``score``) check the digests through :func:`verify_once`: the
 whole release is about 7 MB, hashed once per process and root.
 """
