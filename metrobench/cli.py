@@ -16,12 +16,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-# Re-exported: callers and tests import these from here.
-from metrobench.commands.common import (  # noqa: F401
-    _model_config,
-    _with_gguf,
-    load_study,
-)
 from metrobench.errors import MetrobenchError
 
 

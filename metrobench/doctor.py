@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from metrobench.errors import MetrobenchError
+from metrobench.footprint.disk import billions
 
 if TYPE_CHECKING:
     from metrobench.study import StudyConfig
@@ -351,12 +352,6 @@ def check_torch(needs: StudyNeeds) -> list[Check]:
     bnb_check = Check("ok" if bnb else need, "bitsandbytes",
                       f"{bnb}, {backend} backend" if bnb else "not installed")
     return [Check("ok", "torch", f"{torch.__version__}"), gpu, bnb_check]
-
-
-def billions(student: str) -> float:
-    """Parameters of a student's base in billions, from its name (``27b``, ``27b-corrected``); 0 for test models."""
-    match = re.match(r"(\d+(?:\.\d+)?)b(?![a-z0-9])", student)
-    return float(match.group(1)) if match else 0.0
 
 
 def plan_needs(needs: StudyNeeds) -> tuple[float, float]:

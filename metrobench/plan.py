@@ -9,7 +9,11 @@ quantize: export, ...), prefixed ``teacher`` for the train view (the teachers').
 A run's cases are those its own flags select (``--system``, ``--partition`` under
 ``--split``, ``--sample``, ``--cases``, ``--limit``: the selection ``bench``
 resolves, :class:`~metrobench.data.selection.Selection`), less the cases
-its transcript already holds (a resumed run skips them) — with ``--work W``, the
+its transcript already holds as done (a resumed run skips them; one that ended on the
+infrastructure, ``meta.retryable``, is redone and counted: the runner's own predicate,
+:func:`~metrobench.transcripts.records.current_records`; a ``bench`` job's transcript made
+under other settings than its command's, ``meta.config``, holds none: its run starts
+afresh) — with ``--work W``, the
 cases ``W`` holds and those an earlier planned view of ``W`` runs, so a case two
 targets read counts once. A score's cases are its runs' views. When the split
 file is not written yet, the split is drawn from the config's partition settings
@@ -59,6 +63,8 @@ from metrobench.study import Rate, StudyConfig, load_study
 
 if TYPE_CHECKING:
     from metrobench.data import Benchmark
+    from metrobench.data.models import Case
+    from metrobench.transcripts.records import CaseRecord
     from metrobench.footprint.disk import DiskPlan
     from metrobench.hub.lock import LockFile
 
@@ -234,6 +240,8 @@ class Cases:
         self._splits: dict[tuple[str, str], dict[str, str]] = {}
         self._claimed: dict[Path, set[str]] = {}  # work transcript -> cases a planned run holds or runs
         self.views: dict[str, int] = {}  # a planned run's --out -> the cases of its view
+        self._fingerprints: dict[str, str | None] = {}  # a bench command's settings -> their fingerprint
+        self._current: dict[Path, dict[str, CaseRecord]] = {}  # work transcript -> its current records
 
     def _bench(self, data: str | None) -> Benchmark:
         from metrobench.data import Benchmark
@@ -262,28 +270,73 @@ class Cases:
                 self._splits[key] = partition_of(document)
         return self._splits[key]
 
-    def selected(self, flags: argparse.Namespace) -> set[str]:
-        """The ids of the cases a run's flags select."""
+    def selected_cases(self, flags: argparse.Namespace) -> list[Case]:
+        """The cases a run's flags select."""
         from metrobench.data.selection import Selection
 
         if not flags.system:
-            return set()
+            return []
         bench = self._bench(flags.data)
         cases = tuple(flags.cases.split(",")) if flags.cases else None
         selection = Selection(flags.system, flags.partition, sample=flags.sample, cases=cases, limit=flags.limit)
-        return {case.id for case in selection.resolve(bench, self._split(bench, flags.split))}
+        return selection.resolve(bench, self._split(bench, flags.split))
 
-    def count_run(self, flags: argparse.Namespace) -> int:
-        """A run's case runs: its selection, less what its transcript holds or an earlier view of it runs."""
-        ids = self.selected(flags)
+    def selected(self, flags: argparse.Namespace) -> set[str]:
+        """The ids of the cases a run's flags select."""
+        return {case.id for case in self.selected_cases(flags)}
+
+    def fingerprint(self, words: list[str]) -> str | None:
+        """The settings fingerprint a ``bench`` job's run records: its own command line parsed as
+        ``bench`` parses it (:func:`metrobench.commands.common._model_config`, run in the workflow's
+        folder); ``None`` when it cannot be told (then the transcript's records are not compared)."""
+        import io
+
+        from metrobench.commands.common import _add_run_options, _model_config
+
+        parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+        _add_run_options(parser)
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                args = parser.parse_known_args(words[1:])[0]
+        except (argparse.ArgumentError, SystemExit):
+            return None
+        key = repr(sorted((k, v) for k, v in vars(args).items()
+                          if k not in ("system", "partition", "split", "sample", "cases", "limit", "out", "work",
+                                       "data")))
+        if key not in self._fingerprints:
+            try:
+                with contextlib.chdir(self.root):
+                    self._fingerprints[key] = _model_config(args).fingerprint()
+            except MetrobenchError:
+                self._fingerprints[key] = None
+        return self._fingerprints[key]
+
+    def count_run(self, flags: argparse.Namespace, words: list[str] | None = None) -> int:
+        """A run's case runs: its selection, less what its transcript holds or an earlier view of it runs.
+
+        For a ``bench`` job (``words``, its command), a transcript made under other settings holds
+        nothing done: its run sets it aside (``--set-aside``) or refuses it, so every case runs anew.
+        A case whose data changed since its record was made (:func:`~metrobench.agents.runner.run.changed_cases`)
+        is run again (``--rerun-changed``, what the workflow passes), once for all the views of it."""
+        from metrobench.agents.runner.run import case_hash, changed_cases
+
+        cases = self.selected_cases(flags)
+        ids = {case.id for case in cases}
         if flags.out:
             self.views[flags.out] = len(ids)
         written = flags.work or flags.out
         if flags.restart or not written:
             return len(ids)
         transcript = self.root / written
-        claimed = self._claimed.setdefault(transcript, _recorded(transcript))
-        todo = ids - claimed
+        if transcript not in self._claimed:
+            fingerprint = self.fingerprint(words) if words and words[0] == "bench" else None
+            self._current[transcript] = _current(transcript, fingerprint)
+            self._claimed[transcript] = set(self._current[transcript])
+        claimed, current = self._claimed[transcript], self._current[transcript]
+        stale = changed_cases(current, {case.id: case_hash(case) for case in cases})
+        for case_id in stale:
+            del current[case_id]  # this job reruns it: a later view of the transcript finds it done
+        todo = (ids - claimed) | set(stale)
         claimed |= todo
         return len(todo)
 
@@ -293,10 +346,25 @@ class Cases:
 
 
 def _recorded(path: Path) -> set[str]:
-    """Case ids a transcript already holds (none when it is not there)."""
-    from metrobench.transcripts.records import iter_transcript
+    """Case ids a transcript holds as done (:func:`_current`)."""
+    return set(_current(path))
 
-    return {record.case_id for record in iter_transcript(path)} if path.is_file() else set()
+
+def _current(path: Path, fingerprint: str | None = None) -> dict[str, CaseRecord]:
+    """The records a transcript holds as done, as the runner's resume reads it (none when it is not there):
+    a case whose records all ended on the infrastructure (``meta.retryable``: an outage, a refused
+    connection, 5xx after retries) is not done, a rerun redoes it
+    (:func:`~metrobench.transcripts.records.current_records`, what ``prepare_resume`` keeps). With
+    ``fingerprint``: none either when a record was made under other settings (``meta.config``), as
+    the resume then sets the whole transcript aside or refuses it."""
+    from metrobench.transcripts.records import current_records, iter_transcript
+
+    if not path.is_file():
+        return {}
+    records = list(iter_transcript(path))
+    if fingerprint is not None and any(record.meta.get("config") != fingerprint for record in records):
+        return {}
+    return current_records(records)
 
 
 # --- the estimate ------------------------------------------------------------------------------
@@ -406,8 +474,11 @@ def benchmark_seconds(path: Path) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path(".")) -> list[Row]:
-    """One row per (stage, model), in the order the stages and models first appear."""
+def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path("."), config: str = "the config") -> list[Row]:
+    """One row per (stage, model), in the order the stages and models first appear.
+
+    A run of a model ``config`` (its files, named in the error) does not have (a misspelt name, a
+    repeat beyond its ``repeats``: :meth:`StudyConfig.unknown_model`) is an error, never a priced row."""
     counter = Cases(study, root)
     gpu = GpuNeeds(study, root)
     rows: dict[tuple[str, str], Row] = {}
@@ -416,7 +487,11 @@ def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path(".")) ->
     for job, words in planned:
         flags = _flags(words) if words and words[0] in (*RUN_COMMANDS, "score") else None
         stage = stage_of(job, words)
-        cases = 0 if flags is None else counter.count_run(flags) if words[0] in RUN_COMMANDS \
+        if words and words[0] in RUN_COMMANDS and "model" in job.wildcards:
+            unknown = study.unknown_model(job.wildcards["model"])
+            if unknown:
+                raise MetrobenchError(f"plan: {config}: {unknown}")
+        cases = 0 if flags is None else counter.count_run(flags, words) if words[0] in RUN_COMMANDS \
             else counter.count_score(flags)
         cost = job_cost(study, job, words, flags, cases)
         row = rows.setdefault((stage, model_of(job, words, flags)), Row(stage, model_of(job, words, flags)))
@@ -512,7 +587,7 @@ def plan_of(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG
     if force and study.gpu is not None:
         overrides = [*overrides, "gpu={enforce: false}"]
     jobs = parse_jobs(dry_run(targets, configfiles, overrides, forceall, cwd))
-    rows = tabulate(study, jobs, root)
+    rows = tabulate(study, jobs, root, ", ".join(configfiles))
     problem = refusal(study, [row.gpu for row in rows if row.gpu is not None], f"plan of {' '.join(targets)}")
     if problem and not force and study.gpu is not None and study.gpu.enforce:
         raise MetrobenchError(problem)

@@ -91,7 +91,7 @@ def tiny_model(folder: Path) -> tuple[Path, Path]:
     from transformers import AutoTokenizer
 
     from metrobench.training.base import tiny_qwen3_5
-    from metrobench.training.chat_template import chat_template
+    from metrobench.agents.chat_template import chat_template
     from metrobench.training.export import convert_to_gguf
 
     shutil.rmtree(hf, ignore_errors=True)

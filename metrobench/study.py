@@ -248,6 +248,27 @@ class Downloads(Section):
     bases: dict[HubRepo, BaseDownload] = Field(
         {}, description="<hub repo>: {revision?, allow_patterns?, ignore_patterns?}: a student's base weights")
 
+    @field_validator("gguf", mode="before")
+    @classmethod
+    def _file_paths(cls, value: Any) -> Any:
+        """Each key a file path relative to the project folder, normalised as the lock keys it
+        (:func:`metrobench.hub.lock.gguf_key`); two spellings of one file are refused."""
+        from metrobench.hub.lock import gguf_key, gguf_path_problem
+
+        if not isinstance(value, Mapping):
+            return value
+        out: dict[Any, Any] = {}
+        spelt: dict[str, Any] = {}
+        for name, entry in value.items():
+            problem = gguf_path_problem(name) if isinstance(name, str) else "is not text"
+            if problem:
+                raise ValueError(f"key {name!r} {problem}")
+            key = gguf_key(name)
+            if key in out:
+                raise ValueError(f"keys {spelt[key]!r} and {name!r} name one file, {key}: keep one")
+            out[key], spelt[key] = entry, name
+        return out
+
 
 class Rate(Section):
     """What one case costs a model: tokens it reads and writes, and how fast its server does so."""
@@ -407,6 +428,22 @@ class StudyConfig(Section):
         if self.report.targets is not None:
             return list(self.report.targets)
         return (["table2.csv"] if self.leaderboard else []) + ["view"]
+
+    def unknown_model(self, model: str) -> str | None:
+        """Why ``model`` names no run of this config, in words (``None``: the rule agent, a configured
+        model, one of its ``repeats`` runs, or a configured student seed). What the workflow and
+        ``metrobench plan`` refuse a target with, instead of planning or pricing a run of nothing."""
+        if model == RULE_AGENT or model in self.models or self.repeat_of(model) \
+                or layout.student_of(self.seeds(), model):
+            return None
+        base, sep, index = model.rpartition(layout.REPEAT_SUFFIX)
+        if sep and base in self.models and index.isdigit():
+            k = self.repeats.get(base, 1)
+            runs = ", ".join(layout.repeat_members(self.repeats, [base]))
+            return (f"model {model!r} is no run of the config: {base} runs {k} time{'s' if k != 1 else ''} "
+                    f"(repeats: {k}: {runs})")
+        known = ", ".join(sorted(self.models)) or "none"
+        return f"model {model!r} is not in the config's models ({known})"
 
     def view_models(self) -> list[str]:
         """The case viewer's models: ``view.models``, else the leaderboard's rows, else the rule agent

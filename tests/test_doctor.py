@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from metrobench import doctor
-from metrobench.cli import load_study, main
+from metrobench.cli import main
+from metrobench.commands.common import load_study
 
 REPO = Path(__file__).resolve().parents[1]
 

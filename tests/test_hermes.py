@@ -91,7 +91,7 @@ def paper_recipe():
 def assert_trained_text(trace: list[dict], text: str) -> None:
     """The paper recipe's training path (trainable -> encode) tokenises exactly ``text``."""
     pytest.importorskip("transformers")
-    from metrobench.training.chat_template import chat_template
+    from metrobench.agents.chat_template import chat_template
     from metrobench.training.tokens import load_tokenizer
     from metrobench.training.train import encode, trainable
 
@@ -357,7 +357,7 @@ def test_recipes_name_their_call_format_and_a_wrong_one_is_one_line(tmp_path):
 def test_the_token_report_measures_the_text_the_recipe_trains_on(bench, tmp_path):
     """hermes-json + loss on the whole text + no schemas: lengths are those of the reference's text."""
     pytest.importorskip("transformers")
-    from metrobench.training.chat_template import chat_template
+    from metrobench.agents.chat_template import chat_template
     from metrobench.training.tokens import load_tokenizer, recipe_reports
 
     cases = (("beijing", "BJM-I-005"), ("beijing", "BJM-J-011"), ("marta", "MARTA-A-001"), ("cta", "CTA-H-002"))

@@ -257,6 +257,29 @@ def test_the_serving_record_reads_an_upstream_build_and_what_the_record_beside_i
         server_build(tmp_path / "absent")
 
 
+def test_an_upstream_build_without_a_record_is_read_from_what_it_prints_on_stderr(tmp_path):
+    """Real upstream llama.cpp: backend lines first, then `version: N (commit)` and `built with`, on stderr."""
+    binary = executable(tmp_path / "up" / "llama-server", """#!/bin/sh
+echo "load_backend: loaded CPU backend from /opt/llama/libggml-cpu-haswell.so" >&2
+echo "version: 8642 (a1b2c3d4)" >&2
+echo "built with cc (Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0 for x86_64-linux-gnu" >&2
+""")
+    info = server_build(binary)
+    assert info == {"version": "8642", "build": 8642, "commit": "a1b2c3d4", "tag": "b8642"}
+    assert build_label(info) == "b8642"
+
+
+def test_a_version_that_never_answers_is_one_error_line_after_the_timeout(tmp_path, monkeypatch):
+    from metrobench.agents import serving_record
+
+    monkeypatch.setattr(serving_record, "VERSION_TIMEOUT_S", 0.5)   # the binary never answers: any bound will do
+    hung = executable(tmp_path / "hung" / "llama-server", "#!/bin/sh\nexec sleep 600\n")
+    with pytest.raises(MetrobenchError) as refused:
+        server_build(hung)
+    assert str(refused.value) == (f"{hung} --version did not answer within 0.5 s (a hung binary?): the build "
+                                  f"cannot be recorded; run it by hand to see why")
+
+
 # -- doctor ----------------------------------------------------------------------------------
 
 def study_on(tmp_path, name: str = "b8642", **serving) -> object:

@@ -76,7 +76,9 @@ def test_lock_resolves_from_metadata_then_fetch_downloads_and_verifies(tmp_path,
     fetched = metrobench(tmp_path, hub, "fetch-model", "--lock", "models.lock.yaml", "--gguf", DEST)
     assert fetched.returncode == 0, fetched.stderr
     assert (tmp_path / DEST).read_bytes() == GGUF
-    assert [p.name for p in (tmp_path / "models").iterdir()] == ["Qwen3.5-2B-Q8_0.gguf"]  # download folder gone
+    # the part file renamed into place; the empty lock sidecar stays, as a transcript's does
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == [".Qwen3.5-2B-Q8_0.gguf.lock",
+                                                                      "Qwen3.5-2B-Q8_0.gguf"]
     assert f"CDN GET /{GGUF_REPO}/Qwen3.5-2B-Q8_0.gguf" in hub.requests
 
     stamp = tmp_path / "stamp.json"

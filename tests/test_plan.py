@@ -63,6 +63,23 @@ def by_key(rows: list[Row]) -> dict[tuple[str, str], Row]:
     return {(row.stage, row.model): row for row in rows}
 
 
+def tiny_record(workflow: Path, bench, case_id: str, **meta) -> dict:
+    """A transcript line of tiny's as its run under small.yaml writes it: its settings fingerprint (what its
+    bench command runs with) and its case's digest, ``meta`` over them."""
+    from metrobench.agents.runner.config import study_run_config
+    from metrobench.agents.runner.run import case_hash
+    from metrobench.study import load_study
+
+    settings = study_run_config(load_study([str(workflow / "small.yaml")]), "tiny").fingerprint()
+    return {"case_id": case_id, "model": "tiny", "system": "marta",
+            "meta": {"config": settings, "case_sha": case_hash(bench.case(case_id)), **meta}}
+
+
+def write_records(path: Path, records: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+
+
 def test_counts_and_estimate_follow_the_plan(workflow: Path, root: Path):
     marta, doha = len(holdout(root, "MARTA")), len(holdout(root, "DOHA"))
     rows = by_key(plan(TARGETS, ["small.yaml"], cwd=workflow))
@@ -82,20 +99,97 @@ def test_counts_and_estimate_follow_the_plan(workflow: Path, root: Path):
     assert total[3] == "?" and "actual h" not in text
 
 
-def test_sample_and_resume_narrow_the_case_runs(workflow: Path, root: Path):
+def test_sample_and_resume_narrow_the_case_runs(workflow: Path, root: Path, bench):
     rows = by_key(plan(TARGETS[:2], ["sampled.yaml"], cwd=workflow))
     assert (rows["runs", "tiny"].cases, rows["runs", "hosted"].cases) == (3, 3)
 
     done = holdout(root, "MARTA")[:2]
     work = workflow / "results/work/tiny/marta.jsonl"
-    work.parent.mkdir(parents=True, exist_ok=True)
-    work.write_text("".join(json.dumps({"case_id": case, "model": "tiny", "system": "marta"}) + "\n"
-                            for case in done))
+    records = [tiny_record(workflow, bench, case) for case in done]
+    write_records(work, records)
     try:
         rows = by_key(plan(TARGETS[:1], ["small.yaml"], cwd=workflow))
+        # made under other settings (an edited max_tokens): the run sets it aside and runs every case
+        write_records(work, [{**r, "meta": {**r["meta"], "config": "0123456789abcdef"}} for r in records])
+        edited = by_key(plan(TARGETS[:1], ["small.yaml"], cwd=workflow))
     finally:
         work.unlink()
     assert rows["runs", "tiny"].cases == len(holdout(root, "MARTA")) - 2   # a resumed run skips them
+    assert edited["runs", "tiny"].cases == len(holdout(root, "MARTA"))
+
+
+def test_a_case_that_ended_on_the_infrastructure_is_planned_for_its_rerun(workflow: Path, root: Path, bench):
+    """Issue 41, class 5: a record the runner's resume redoes (``meta.retryable``: the endpoint was down)
+    is not done: an outage over a whole system plans the whole rerun, not 0 case runs."""
+    cases = holdout(root, "MARTA")
+    work = workflow / "results/work/tiny/marta.jsonl"
+
+    def planned(records: list[dict]) -> int:
+        write_records(work, records)
+        try:
+            return by_key(plan(TARGETS[:1], ["small.yaml"], cwd=workflow))["runs", "tiny"].cases
+        finally:
+            work.unlink()
+
+    def answered(case: str) -> dict:
+        return tiny_record(workflow, bench, case)
+
+    def down(case: str) -> dict:
+        return {**tiny_record(workflow, bench, case, ending="infrastructure", ending_kind="infrastructure",
+                              retryable=True), "error": "connection refused: http://127.0.0.1:9/v1/chat/completions"}
+
+    # one answered, two down, and one down before it was answered on a rerun
+    assert planned([answered(cases[0]), down(cases[1]), down(cases[2]), down(cases[3]),
+                    answered(cases[3])]) == len(cases) - 2
+    assert planned([down(case) for case in cases]) == len(cases)
+
+
+def test_a_case_changed_in_the_data_is_planned_once_for_its_rerun(workflow: Path, root: Path, bench):
+    """A case whose record was made for other case data (``meta.case_sha``) is rerun (``--rerun-changed``,
+    what the workflow passes): counted once, though two views of the work transcript select it."""
+    cases = holdout(root, "MARTA")
+    work = workflow / "results/work/tiny/marta.jsonl"
+    write_records(work, [tiny_record(workflow, bench, cases[0], case_sha="0" * 16),
+                         *(tiny_record(workflow, bench, case) for case in cases[1:3])])
+    try:
+        both = by_key(plan(["results/runs/holdout/tiny/marta.jsonl", "results/runs/all/tiny/marta.jsonl"],
+                           ["small.yaml"], cwd=workflow))
+    finally:
+        work.unlink()
+    assert both["runs", "tiny"].cases == len(bench.cases("marta")) - 2
+
+
+@pytest.mark.parametrize(("target", "said"), [
+    ("results/runs/holdout/tiny-rep9/marta.jsonl", "model 'tiny-rep9' is no run of the config: tiny runs 3 times "
+                                                   "(repeats: 3: tiny, tiny-rep2, tiny-rep3)"),
+    ("results/scores/tier1/holdout/model=tinny/system=marta/part.parquet",
+     "model 'tinny' is not in the config's models (hosted, other, tiny)"),
+])
+def test_a_view_of_a_model_the_config_does_not_have_is_one_error_line(workflow: Path, root: Path, capsys,
+                                                                       target, said):
+    """Issue 41, class 5: a repeat beyond the model's count or a misspelt name is refused naming the model
+    and the config, never planned as a priced row; a repeat the config has plans as before."""
+    config = small_config(root)
+    config["models"]["tiny"]["repeats"] = 3
+    (workflow / "repeats.yaml").write_text(yaml.safe_dump(config))
+    assert main(["plan", target, "--configfile", "repeats.yaml", "--directory", str(workflow)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("metrobench: error: ") and f"repeats.yaml: {said}" in err[0]
+    rows = by_key(plan(["results/runs/holdout/tiny-rep3/marta.jsonl"], ["repeats.yaml"], cwd=workflow))
+    assert rows["runs", "tiny-rep3"].cases == len(holdout(root, "MARTA"))
+
+
+def test_the_plan_itself_refuses_to_price_a_run_of_no_configured_model(workflow: Path):
+    """Whatever the workflow lets through, the table never prices a run of a model the config lacks."""
+    from metrobench.plan import Job, tabulate
+    from metrobench.study import load_study
+
+    study = load_study([str(workflow / "small.yaml")])
+    job = Job("run", {"model": "tinny", "system": "marta", "partition": "holdout"},
+              shell="metrobench bench --system marta --partition holdout --model tinny "
+                    "--out results/runs/holdout/tinny/marta.jsonl")
+    with pytest.raises(MetrobenchError, match=r"^plan: small.yaml: model 'tinny' is not in the config's models"):
+        tabulate(study, [job], workflow, "small.yaml")
 
 
 def test_two_views_of_one_model_count_each_case_once(workflow: Path, root: Path, bench):

@@ -270,9 +270,12 @@ def test_retries_then_resume_redoes_only_endpoint_failures(bench, tmp_path):
 
     with pytest.raises(MetrobenchError, match="was run with other settings"):
         run(bench, cfg(api.url, temperature=0.7), ids, out)
+    paid = out.read_bytes()
     with FakeOpenAI(lambda r: chat_payload("x")) as api:
         restarted = run(bench, cfg(api.url, temperature=0.7), ids, out, restart=True)
     assert restarted.ran == 3 and len(out.read_text().splitlines()) == 3
+    # --restart set the old transcript aside under its fingerprint (issue 41): never deleted
+    assert out.with_name(f"run.{cfg(api.url, concurrency=1).fingerprint()}.jsonl").read_bytes() == paid
 
 
 def test_cli_run_with_flags_and_clear_errors(root, tmp_path, capsys):
@@ -303,7 +306,7 @@ def test_inline_study_models_resolve_with_the_command_line_name(config, model, m
     """`bench --config C --model M` on an inline `models` entry (the paper's and the mini-study's)."""
     import argparse
 
-    from metrobench.cli import _model_config
+    from metrobench.commands.common import _model_config
 
     args = argparse.Namespace(config=[config], model=model, gguf=None, model_config=None, provider=None,
                               base_url=None, api_key_env=None, temperature=None, max_tokens=None,
@@ -318,7 +321,7 @@ def test_gguf_flag_replaces_the_model_file_of_every_kind_of_model_config():
     """`bench --gguf STUDENT` with a model config file, a study config, or flags only (never ignored)."""
     import argparse
 
-    from metrobench.cli import _model_config
+    from metrobench.commands.common import _model_config
 
     base = dict(config=None, model=None, gguf="results/peft/135m/seed42/model-Q4_K_M.gguf", model_config=None,
                 provider=None, base_url=None, api_key_env=None, temperature=None, max_tokens=None, thinking=None,
@@ -336,7 +339,7 @@ def _cli_fingerprint(config: list[str], model: str, **kw) -> str:
     """What `bench --config C --model M ...` records as its settings fingerprint."""
     import argparse
 
-    from metrobench.cli import _model_config
+    from metrobench.commands.common import _model_config
 
     args = dict(config=config, model=model, gguf=None, model_config=None, provider=None, base_url=None,
                 api_key_env=None, temperature=None, max_tokens=None, thinking=None, reasoning_effort=None,

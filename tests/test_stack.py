@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from metrobench import doctor, stack
-from metrobench.cli import load_study, main
+from metrobench.cli import main
+from metrobench.commands.common import load_study
 from metrobench.errors import MetrobenchError
 
 REPO = Path(__file__).resolve().parents[1]

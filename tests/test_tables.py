@@ -656,3 +656,22 @@ def test_tables_only_that_builds_nothing_fails_saying_why(tmp_path, capsys, only
     err = capsys.readouterr().err
     assert err.startswith(f"metrobench: error: tables: --only {only} built nothing") and why in err, err
     assert err.count("\n") == 1 and not list(tmp_path.glob("table*"))
+
+
+
+def test_the_registry_names_what_each_table_reads_once_for_the_workflow_and_the_command():
+    """Issue 42: one declaration per table; the rules' inputs and `metrobench tables` read it."""
+    from metrobench.paper import registry
+
+    demo = load_study([CONFIG.parent / "demo.yaml"])
+    assert registry.inputs(demo, "figure3") == registry.inputs(demo, "categories")
+    table4 = registry.inputs(demo, "table4")
+    assert all(p.startswith("results/scores/tier1/holdout/") for p in table4 if p.endswith(".parquet"))
+    assert "results/peft/smollm2/seed42/gguf_sizes.json" in table4
+    assert registry.scores_root(demo, "figure-deployment", "out") == "out/scores/tier1/holdout"
+    assert registry.scores_root(demo, "table9", "out") == "out/scores/tier2/holdout"  # bench.partition
+    # Table 9's models: the listed ones, student groups as their seeds, 6 systems each
+    models = {p.split("model=")[1].split("/")[0] for p in registry.inputs(demo, "table9")}
+    assert models == set(demo.members(demo.stats.bootstrap_models))
+    assert len(registry.inputs(demo, "table9")) == 6 * len(models)
+    assert set(registry.FIGURES[f].table for f in registry.FIGURES) <= set(registry.TABLES)

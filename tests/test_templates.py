@@ -18,7 +18,7 @@ import pytest
 
 from metrobench.agents.prompts import TOOLS
 from metrobench.errors import MetrobenchError
-from metrobench.training.chat_template import (
+from metrobench.agents.chat_template import (
     INFERENCE_TEMPLATE,
     METROBENCH,
     QWEN3_5,

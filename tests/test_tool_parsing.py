@@ -12,7 +12,7 @@ from test_runner import cfg, good_agent, run, score_records
 
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import prompt_digest
-from metrobench.agents.runner.client import ChatReply
+from metrobench.agents.runner.replies import ChatReply
 from metrobench.agents.runner.config import ModelConfig, parse_model_config
 from metrobench.agents.runner.loop import run_case
 from metrobench.agents.runner.tool_parsing import apply_tool_parser, parse_text_tool_calls

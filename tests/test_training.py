@@ -17,7 +17,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.data.partition import load_split
 from metrobench.agents.runner.config import load_model_config
 from metrobench.agents.serving import chat_template_path
-from metrobench.training.chat_template import INFERENCE_TEMPLATE, TRAIN_TEMPLATE
+from metrobench.agents.chat_template import INFERENCE_TEMPLATE, TRAIN_TEMPLATE
 from metrobench.training.trainset import (
     Example,
     HeldOutLeak,
@@ -128,7 +128,8 @@ def test_dedupe_keeps_the_better_teacher(bench, rule_runs, tmp_path):
 def test_loss_mask_covers_exactly_the_assistant_turns(cache, rule_runs):
     needs("torch", "transformers")
     from metrobench.training.base import resolve_base
-    from metrobench.training.train import assistant_mask, tokenizer_for
+    from metrobench.training.tokens import assistant_mask
+    from metrobench.training.train import tokenizer_for
 
     tokenizer = tokenizer_for(resolve_base("tiny-qwen3"))
     line = (rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()[0]
@@ -204,7 +205,7 @@ def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, 
         assert llm.metadata["general.architecture"] == "qwen3"
         # the student carries exactly the template its base is benchmarked with, in the
         # demo (a model config file) and in the mini-study (an inline entry)
-        from metrobench.cli import load_study
+        from metrobench.commands.common import load_study
         from metrobench.agents.runner.config import study_model_config
 
         mini = load_study([str(REPO / "config" / "mini-study.yaml")])

@@ -8,8 +8,10 @@ and scores the held-out cases identically in both views.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from fake_openai_api import FakeOpenAI, chat_payload
 
 from metrobench.cli import main
@@ -90,6 +92,92 @@ def test_a_case_recorded_twice_is_read_by_its_last_record_in_views_and_resume(be
     write_transcript(work, records)
     assert cut_view(work, view, Selection(system="doha"), cases) == 2
     assert [(r.case_id, r.raw_content) for r in read_run(view).records] == [(a, "last"), (b, "")]
-    # the resume drops the retryable failure and keeps, of the doubled case, the record that is scored
+    # the resume drops the retryable failure; of the doubled case both records stay (paid for), the last current
     assert prepare_resume(work, cfg, cases, restart=False, system="doha") == {a}
-    assert [(r.case_id, r.raw_content) for r in read_run(work).records] == [(a, "last")]
+    assert [(r.case_id, r.raw_content) for r in read_run(work).records] == [(a, "first"), (a, "last")]
+
+
+@pytest.mark.parametrize("spelling", ["w/fake/doha.jsonl", "w/fake/../fake/doha.jsonl", "./w/fake/doha.jsonl",
+                                      "v/fake/doha.jsonl"])
+def test_a_view_naming_the_work_transcript_under_another_spelling_is_refused(root, tmp_path, capsys, monkeypatch,
+                                                                             spelling):
+    """Issue 41, class 1: `--out` resolving to `--work` (a `..`, a `./`, a linked folder) would cut the
+    model's whole transcript down to this view; it is one error line, before any request, nothing lost."""
+    monkeypatch.chdir(tmp_path)
+    work = Path("w/fake/doha.jsonl")
+    (tmp_path / "v").symlink_to(tmp_path / "w", target_is_directory=True)
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        assert _run(root, tmp_path, api.url, "all", tmp_path / "all.jsonl", work, "--limit", "6") == 0
+        paid, sent = work.read_bytes(), len(api.requests)
+        capsys.readouterr()
+        assert _run(root, tmp_path, api.url, "holdout", spelling, work, "--limit", "1") == 2
+        assert _run(root, tmp_path, api.url, "holdout", spelling, work, "--limit", "1", "--restart") == 2
+        assert len(api.requests) == sent
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith("metrobench: error: --out ") for line in err)
+    assert f"is the work transcript --work {work}" in err[0]
+    assert work.read_bytes() == paid and len(read_run(work).records) == 6
+    assert sorted(p.name for p in work.parent.iterdir()) == [".doha.jsonl.lock", "doha.jsonl"]
+
+
+def test_a_changed_case_is_rerun_alone_and_every_other_views_cases_stay(root, tmp_path, capsys):
+    """Issue 41, class 1: one case changed in the data is redone by `--rerun-changed` (the remedy the
+    refusal names), its new record appended after the old; `--restart` sets the transcript aside."""
+    work, full, one = tmp_path / "w" / "doha.jsonl", tmp_path / "all.jsonl", tmp_path / "one.jsonl"
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        assert _run(root, tmp_path, api.url, "all", full, work, "--limit", "6") == 0
+        lines = work.read_text().splitlines()
+        first = json.loads(lines[0])
+        first["meta"]["case_sha"] = "0" * 16   # as if the case had been edited in the data since
+        lines[0] = json.dumps(first, ensure_ascii=False, separators=(",", ":"))
+        work.write_text("".join(line + "\n" for line in lines))
+        paid = work.read_bytes()
+        capsys.readouterr()
+        changed = first["case_id"]
+        assert _run(root, tmp_path, api.url, "all", one, work, "--cases", changed) == 2
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith("metrobench: error: ") and f"case {changed} has changed" in err[0]
+        assert "--rerun-changed" in err[0] and "--restart" not in err[0] and work.read_bytes() == paid
+        sent = len(api.requests)
+        assert _run(root, tmp_path, api.url, "all", one, work, "--cases", changed, "--rerun-changed") == 0
+        assert len(api.requests) - sent == 1          # that case alone, one turn
+        out = capsys.readouterr().out
+        assert "ran 1 case (0 failed), 0 already done" in out
+        assert work.read_bytes().startswith(paid)     # appended: every paid-for record stays
+        records = read_run(work).records
+        assert [r.case_id for r in records] == [json.loads(line)["case_id"] for line in lines] + [changed]
+        assert records[-1].meta["case_sha"] != "0" * 16
+        [view] = read_run(one).records
+        assert view.meta["case_sha"] == records[-1].meta["case_sha"]
+        # the six-case view again: nothing to run, and its changed case is the new record
+        sent = len(api.requests)
+        assert _run(root, tmp_path, api.url, "all", full, work, "--limit", "6") == 0
+        assert len(api.requests) == sent
+        assert [r.meta["case_sha"] for r in read_run(full).records if r.case_id == changed] == [view.meta["case_sha"]]
+        grown = work.read_bytes()
+        capsys.readouterr()
+        # --restart starts afresh, the old transcript set aside (never deleted)
+        assert _run(root, tmp_path, api.url, "all", one, work, "--cases", changed, "--restart") == 0
+    said = capsys.readouterr()
+    [aside] = [p for p in work.parent.glob("doha.*.jsonl")]
+    assert aside.read_bytes() == grown and f"set aside as {aside}" in said.err
+    assert [r.case_id for r in read_run(work).records] == [changed]
+
+
+def test_a_linked_view_path_is_the_work_transcript_too(tmp_path):
+    """A hard link or a symbolic link to the work transcript is the same file: refused as well."""
+    import os
+
+    from metrobench.errors import MetrobenchError
+    from metrobench.transcripts.views import check_view_path
+
+    work = tmp_path / "w" / "doha.jsonl"
+    work.parent.mkdir()
+    work.write_text("{}\n")
+    os.link(work, tmp_path / "hard.jsonl")
+    (tmp_path / "soft.jsonl").symlink_to(work)
+    for out in (tmp_path / "hard.jsonl", tmp_path / "soft.jsonl", tmp_path / "w" / "." / "doha.jsonl"):
+        with pytest.raises(MetrobenchError, match=r"^--out .* is the work transcript --work "):
+            check_view_path(work, out)
+    check_view_path(work, tmp_path / "w" / "holdout.jsonl")        # another file: fine
+    check_view_path(tmp_path / "new" / "doha.jsonl", tmp_path / "new" / "view.jsonl")  # neither there yet

@@ -46,7 +46,7 @@ from metrobench.data.models import Case
 from metrobench.kiosk.tools.dispatch import call_tool
 from metrobench.kiosk.tools.session import ToolSession
 from metrobench.transcripts.records import CaseRecord
-from metrobench.vocabulary import RIDER_KEYS
+from metrobench.vocabulary import RIDER_KEYS, SUBMIT_TOOL
 
 MODEL_NAME = "rule-agent"
 ERROR_CHARS = 200  # the reference kept this much of a failed call's body
@@ -254,7 +254,7 @@ def _run(system: SystemData, case: dict[str, Any], model: str, mode: Mode) -> Ca
     call = _Calls(system, case)
     try:
         submit = decide(case, call, mode)
-        call("submit_assistant_state", submit)
+        call(SUBMIT_TOOL, submit)
     except Exception as exc:  # noqa: BLE001 - the reference recorded any failure as the case's error
         return CaseRecord(case_id=case["id"], model=model, system=system.name, error=str(exc))
     response = {

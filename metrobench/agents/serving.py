@@ -393,7 +393,7 @@ def chat_template_path(name: str | None, tmp: Path) -> Path | None:
         return None
     if name != TOOLS_TEMPLATE:
         return Path(name)
-    from metrobench.training.chat_template import INFERENCE_TEMPLATE
+    from metrobench.agents.chat_template import INFERENCE_TEMPLATE
 
     path = tmp / "metrobench-tools.jinja"
     path.write_text(INFERENCE_TEMPLATE)

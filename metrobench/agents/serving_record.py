@@ -47,6 +47,9 @@ _VERSION = re.compile(r"version:\s*(?P<version>\S+)\s*\(build\s+(?P<build>\d+),\
 _VERSION_OLD = re.compile(r"version:\s*(?P<build>\d+)\s*\((?P<commit>[0-9a-zA-Z]+)\)")
 #: The install script's record beside a binary (scripts/install-llama-cpp.sh).
 RECORD = "metrobench-build.json"
+#: Seconds ``llama-server --version`` may take before the build is refused as not answering (it prints
+#: and exits at once; only a hung binary, or a wrapper script waiting on something, reaches this).
+VERSION_TIMEOUT_S = 60.0
 
 
 def cache_file() -> Path:
@@ -116,9 +119,11 @@ def server_build(binary: Path | str) -> dict[str, Any]:
     number (above 1: a shallow clone counts 1) is its tag.
     """
     try:
-        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
+        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                              timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        raise MetrobenchError(f"{binary} --version did not answer within 60 s") from None
+        raise MetrobenchError(f"{binary} --version did not answer within {VERSION_TIMEOUT_S:g} s (a hung "
+                              f"binary?): the build cannot be recorded; run it by hand to see why") from None
     except OSError as exc:
         raise MetrobenchError(f"{binary} --version: {exc.strerror or exc}") from None
     info = parse_version(done.stdout + done.stderr)

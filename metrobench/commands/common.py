@@ -259,8 +259,13 @@ def _add_case_options(p: argparse.ArgumentParser, partition_help: str | None = N
 
 
 def _add_resume_options(p: argparse.ArgumentParser) -> None:
-    """What happens to a transcript already there: resumed (default), discarded, or set aside."""
-    p.add_argument("--restart", action="store_true", help="discard an existing transcript first")
+    """What happens to a transcript already there: resumed (default), started anew, or set aside."""
+    p.add_argument("--restart", action="store_true",
+                   help="start a new transcript (--work, else --out): the existing one is renamed to "
+                        "<name>.<its fingerprint>.jsonl beside it, never deleted")
+    p.add_argument("--rerun-changed", action="store_true",
+                   help="run again the selected cases whose data changed since they were run: their new records "
+                        "are appended and supersede the old (which stay); every other case is kept")
     p.add_argument("--set-aside", action="store_true",
                    help="a transcript (--work, else --out) made under other settings or serving is renamed to "
                         "<name>.<its fingerprint>.jsonl beside it and a new one started, instead of refused "

@@ -42,11 +42,13 @@ def _add_lock(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    from metrobench.hub.lock import adopt, lock_problems, mismatched, read_lock, stale, unlocked, write_lock
+    from metrobench.hub.lock import (adopt, gguf_key, gguf_path_problem, lock_problems, mismatched, read_lock,
+                                     stale, unlocked, write_lock)
     from metrobench.hub.resolve import resolve_base, resolve_gguf
 
     downloads = load_study(args.config or ["config/config.yaml"]).downloads
     lock = read_lock(downloads.lock)
+    args.update = [n if n in downloads.bases or gguf_path_problem(n) else gguf_key(n) for n in args.update]
     unknown = [n for n in args.update if n not in downloads.gguf and n not in downloads.bases]
     if unknown:
         raise MetrobenchError(f"--update {unknown[0]}: not an entry of the config's downloads "
@@ -58,8 +60,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
             print(line)
         return 1 if problems else 0
     for path in args.adopt:
-        entry = adopt(lock, path)
-        print(f"{path}: adopted as a local file ({entry.size} bytes, SHA-256 {entry.sha256[:12]}...)")
+        key, entry = adopt(lock, path)
+        print(f"{key}: adopted as a local file ({entry.size} bytes, SHA-256 {entry.sha256[:12]}...)")
     redo = set(args.update) | set(mismatched(downloads, lock))
     for path in [p for p in downloads.gguf if p not in lock.gguf or p in redo]:
         want = downloads.gguf[path]
@@ -96,7 +98,7 @@ def cmd_fetch_model(args: argparse.Namespace) -> int:
     lock = read_lock(args.lock)
     if args.gguf:
         path = fetch_gguf(lock, args.lock, args.gguf)
-        entry = lock.gguf[args.gguf]
+        entry = lock.gguf[str(path)]
         print(f"{path}: {entry.size} bytes, SHA-256 {entry.sha256[:12]}... as locked")
         return 0
     folder = fetch_base(lock, args.lock, args.base)

@@ -1,11 +1,13 @@
 """Model runs: ``run`` (against an endpoint) and ``bench`` (serve a GGUF with llama.cpp, then run).
 
 Contract: both append to the ``--out`` transcript and resume it (``--restart``
-discards it first; ``--set-aside`` renames one made under other settings or serving aside,
-:func:`metrobench.agents.runner.run.set_aside`, and starts afresh); with ``--work W`` they
+renames it aside and starts a new one, :func:`metrobench.agents.runner.run.restart_aside`; ``--set-aside``
+renames one made under other settings or serving aside, :func:`metrobench.agents.runner.run.set_aside`,
+and starts afresh; ``--rerun-changed`` runs again only the cases whose data changed since they were run,
+their new records appended after the old; nothing is ever deleted); with ``--work W`` they
 append to and resume ``W`` instead, the model's one growing transcript of the system, and then write ``--out`` as the view
 of this selection cut from it (:mod:`metrobench.transcripts.views`), waiting for
-another job that holds ``W``; the model's settings come from :func:`_model_config`
+another job that holds ``W``; an ``--out`` that is ``W`` under another spelling is refused before anything runs; the model's settings come from :func:`_model_config`
 (study config, model config or flags) and the cases from :func:`_run_selection`,
 recorded in every record (:mod:`metrobench.transcripts.selection`) for ``score`` to read.
 ``bench`` takes the transcript's lock before it starts the server; with ``--require-gpu`` it first
@@ -54,6 +56,14 @@ def _transcript(args: argparse.Namespace) -> Path:
     return Path(args.work or args.out)
 
 
+def _check_paths(args: argparse.Namespace) -> None:
+    """``--out`` must not be ``--work`` under another spelling (:func:`~metrobench.transcripts.views.check_view_path`)."""
+    if args.work:
+        from metrobench.transcripts.views import check_view_path
+
+        check_view_path(Path(args.work), Path(args.out))
+
+
 def _report(summary: RunSummary, args: argparse.Namespace, selection: Selection, cases: list[Case]) -> int:
     """Print the counts line; a run that failed on its endpoint raises its one error line; else cut the view."""
     print(f"{summary.path}: ran {summary.ran} case{'' if summary.ran == 1 else 's'} ({summary.failed} failed), "
@@ -73,6 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from metrobench.agents.runner.run import run_model
     from metrobench.scoring.names import check_name
 
+    _check_paths(args)
     bench = _bench(args)
     cfg = _model_config(args)
     check_name("model", cfg.name)
@@ -82,7 +93,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     with transcript_lock(_transcript(args), wait=bool(args.work)):  # held while the view is cut too
         summary = run_model(cfg, bench.system(args.system), cases, _transcript(args), restart=args.restart,
-                            selection=selection, serving=hosted_record(cfg), set_aside_changed=args.set_aside)
+                            selection=selection, serving=hosted_record(cfg), set_aside_changed=args.set_aside,
+                            rerun_changed=args.rerun_changed)
         return _report(summary, args, selection, cases)
 
 
@@ -92,6 +104,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from metrobench.agents.serving import serve_model, serving_record
     from metrobench.transcripts.records import transcript_lock
 
+    _check_paths(args)
     bench = _bench(args)
     cfg = _model_config(args)
     check_name("model", cfg.name)
@@ -102,5 +115,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with serve_model(cfg, log_path=log, gpu=args.require_gpu) as url:
             summary = run_model(cfg, bench.system(args.system), cases, out, base_url=url,
                                 restart=args.restart, selection=selection, serving=serving_record(cfg, url),
-                                set_aside_changed=args.set_aside)
+                                set_aside_changed=args.set_aside, rerun_changed=args.rerun_changed)
         return _report(summary, args, selection, cases)  # after the server has stopped

@@ -22,6 +22,7 @@ only those a plan's jobs make (``metrobench plan``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,10 +61,10 @@ class DiskPlan:
         return f"{self.peak:.0f} GB at its peak ({parts}); {self.present:.0f} GB of it already on disk"
 
 
-def _billions(size: str) -> float:
-    from metrobench.doctor import billions
-
-    return billions(size)
+def billions(student: str) -> float:
+    """Parameters of a student's base in billions, from its name (``27b``, ``27b-corrected``); 0 for test models."""
+    match = re.match(r"(\d+(?:\.\d+)?)b(?![a-z0-9])", student)
+    return float(match.group(1)) if match else 0.0
 
 
 def gguf_gb(path: str, lock: LockFile | None) -> tuple[float, bool]:
@@ -85,7 +86,7 @@ def base_gb(study: StudyConfig, repo: str, size: str, lock: LockFile | None) -> 
     present = Path(layout.base_stamp(repo, study.results)).is_file()
     if lock is not None and repo in lock.bases:
         return sum(f.size for f in lock.bases[repo].files.values()) / GB, present
-    return _billions(size) * GB_PER_BILLION["cache"], present
+    return billions(size) * GB_PER_BILLION["cache"], present
 
 
 def disk_plan(study: StudyConfig, lock: LockFile | None, ggufs: Iterable[str],
@@ -97,8 +98,8 @@ def disk_plan(study: StudyConfig, lock: LockFile | None, ggufs: Iterable[str],
     served = [gguf_gb(path, lock) for path in sorted(set(ggufs))]
     cached = [base_gb(study, repo, size, lock) for repo, size in sorted(bases.items())]
     seeds = sorted(set(seeds))
-    q4 = [_billions(size) * GB_PER_BILLION["q4"] for size, _ in seeds]
-    steps = [_billions(size) * (GB_PER_BILLION["merged"] + GB_PER_BILLION["f16"]) for size, _ in seeds]
+    q4 = [billions(size) * GB_PER_BILLION["q4"] for size, _ in seeds]
+    steps = [billions(size) * (GB_PER_BILLION["merged"] + GB_PER_BILLION["f16"]) for size, _ in seeds]
     out.parts = {"served GGUFs": sum(gb for gb, _ in served), "bases": sum(gb for gb, _ in cached),
                  "student GGUFs": sum(q4),
                  "merged + f16": max(steps, default=0.0) if study.peft_temporary else sum(steps),

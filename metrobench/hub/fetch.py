@@ -1,71 +1,225 @@
 """Download exactly what the lock says, verify it, and only then let anything use it.
 
-* A GGUF (:func:`fetch_gguf`) is downloaded at the locked commit into a
-  download folder beside its destination (``models/.X.gguf.download/``, so a
-  killed download resumes and nothing is copied twice), its size and SHA-256
-  are checked against the lock, and it is renamed into place. A file that does
-  not match is deleted, never left where a later job would trust it.
+* A GGUF (:func:`fetch_gguf`) is streamed from the hub at the locked commit
+  into a part file beside its destination (``models/.X.gguf.<digest>.part``,
+  named by the locked SHA-256, so a part of another version is never resumed
+  into this one, and is deleted when this one starts), flushed
+  as it arrives. A download that is killed, cut off or refused keeps its part:
+  the next fetch asks only for the rest (``Range: bytes=<size of the part>-``,
+  as ``huggingface_hub`` does within one call; its own partial files do not
+  outlive the process, so the project streams the file itself). A hub that
+  ignores the range (200) is read from byte 0 again. Once the part holds the
+  locked size, its size and SHA-256 are checked against the lock and it is
+  renamed into place; a part that does not match is deleted, never left where a
+  later job would trust it.
+* One fetch of a GGUF at a time: the fetch holds an OS lock (``flock``) on a
+  sidecar ``models/.X.gguf.lock`` while it works; a second fetch of the same
+  file says so and waits, then finds the file there, verifies it and is done.
+  The kernel drops the lock however the holder ends; the empty sidecar stays.
+  A file at the destination that is not the locked one is never replaced: the
+  user placed it, so the fetch stops and says how to adopt it or move it away.
 * A base (:func:`fetch_base`) is downloaded at the locked commit into the
   standard Hugging Face cache (where ``metrobench train`` finds it offline),
   every selected file checked; a file that does not match is removed from the
   cache, blob included, so that the next run downloads it afresh instead of
   failing on the same bytes for ever.
 
-An entry the lock does not hold stops at once with one line naming
-``metrobench lock``: this is what the workflow's fetch jobs do on a config
-that was never locked, seconds after they start.
+Every failure is one line naming the entry and what happened
+(:func:`~metrobench.hub.resolve.hub_error`): a full disk, a refused token
+(401), no access (403), a server error (5xx), a body cut short, no network.
+No token is ever part of a message. An entry the lock does not hold stops at
+once with one line naming ``metrobench lock``: this is what the workflow's
+fetch jobs do on a config that was never locked, seconds after they start.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
-import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from metrobench.atomic import write_text
 from metrobench.errors import MetrobenchError
-from metrobench.hub.lock import LockedBase, LockFile, file_problem
-from metrobench.hub.resolve import hub_error, quiet_hub
+from metrobench.hub.lock import LockedBase, LockedGguf, LockFile, file_problem, gguf_key
+from metrobench.hub.resolve import disk_problem, hub_error, quiet_hub, status_problem
 
 LOCK_HINT = ("run `metrobench lock` (resolves the config's downloads on the hub; no download) and commit "
              "the lock, or place the file there and run `metrobench lock --adopt {path}`")
 
 
-def locked_gguf(lock: LockFile, lock_path: str, path: str):
+def part_path(dest: Path, entry: LockedGguf) -> Path:
+    """Where a GGUF's download accumulates until it is whole and verified: named by the locked digest,
+    so a part of another version of the file (the lock updated since) is never resumed into this one."""
+    return dest.with_name(f".{dest.name}.{entry.sha256[:12]}.part")
+
+
+def _drop_other_parts(dest: Path, keep: Path) -> None:
+    """Parts of other versions of ``dest`` (fetches under an older lock entry): this fetch's kind wrote them."""
+    for other in dest.parent.glob(f".{dest.name}.*.part"):
+        if other != keep and len(other.name) == len(keep.name):
+            other.unlink(missing_ok=True)
+
+
+def lock_path(dest: Path) -> Path:
+    """The sidecar a fetch of ``dest`` holds its OS lock on."""
+    return dest.with_name(f".{dest.name}.lock")
+
+
+def locked_gguf(lock: LockFile, lock_path: str, path: str) -> LockedGguf:
     entry = lock.gguf.get(path)
     if entry is None:
         raise MetrobenchError(f"{path}: not in {lock_path} yet: " + LOCK_HINT.format(path=path))
     return entry
 
 
-def fetch_gguf(lock: LockFile, lock_path: str, path: str) -> Path:
-    """The GGUF at ``path``, downloaded at its locked commit and verified (or verified in place)."""
-    from huggingface_hub import hf_hub_download
+@contextmanager
+def fetch_lock(dest: Path) -> Iterator[None]:
+    """Hold ``dest``'s fetch lock; when another process holds it, say so once and wait for it."""
+    sidecar = lock_path(dest)
+    try:
+        sidecar.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(sidecar, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise MetrobenchError(f"{dest}: cannot create the lock file {sidecar}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"{dest}: another fetch of this file is running; waiting for it to finish", file=sys.stderr,
+                  flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the only descriptor releases the lock
 
-    quiet_hub()
-    entry = locked_gguf(lock, lock_path, path)
-    dest = Path(path)
+
+def fetch_gguf(lock: LockFile, lock_path: str, path: str) -> Path:
+    """The GGUF at ``path``, downloaded (or resumed) at its locked commit and verified, or verified in place."""
+    key = gguf_key(path)
+    entry = locked_gguf(lock, lock_path, key)
+    dest = Path(key)
     if entry.source == "local":
         if not dest.is_file():
-            raise MetrobenchError(f"{path}: adopted in {lock_path} as a local file, and missing: put it back, or "
-                                  f"name it in the config's downloads and run `metrobench lock --update {path}`")
+            raise MetrobenchError(f"{key}: adopted in {lock_path} as a local file, and missing: put it back, or "
+                                  f"name it in the config's downloads and run `metrobench lock --update {key}`")
         return _verified(dest, entry, lock_path)
-    what = f"{path} ({entry.repo}/{entry.file} at {entry.commit})"
-    staging = dest.with_name(f".{dest.name}.download")
-    try:
-        got = Path(hf_hub_download(entry.repo, entry.file, revision=entry.commit, local_dir=staging))
-    except Exception as exc:  # noqa: BLE001 - one line naming the entry
-        raise hub_error(exc, what) from None
-    problem = file_problem(got, entry)
-    if problem:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise MetrobenchError(f"{what}: the download has {problem}; it was deleted (rerun to download again, "
-                              f"or re-resolve the entry: `metrobench lock --update {path}`)")
-    os.replace(got, dest)
-    shutil.rmtree(staging, ignore_errors=True)
+    what = f"{key} ({entry.repo}/{entry.file} at {entry.commit})"
+    with fetch_lock(dest):
+        if dest.is_file():        # fetched meanwhile by another process, or earlier
+            problem = file_problem(dest, entry)
+            if problem is None:
+                return dest
+            raise MetrobenchError(f"{key}: a file is already there, and it is not the locked one ({problem}); "
+                                  f"it is not replaced: move it away and rerun, or keep it with "
+                                  f"`metrobench lock --adopt {key}`")
+        part = part_path(dest, entry)
+        _drop_other_parts(dest, part)
+        _download(entry, part, what)
+        problem = file_problem(part, entry)
+        if problem:
+            part.unlink(missing_ok=True)
+            raise MetrobenchError(f"{what}: the download has {problem}; it was deleted (rerun to download "
+                                  f"again, or re-resolve the entry: `metrobench lock --update {key}`)")
+        os.replace(part, dest)
     return dest
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _download(entry: LockedGguf, part: Path, what: str) -> None:
+    """Bring ``part`` to the locked file's full size from the hub, asking only for the bytes it lacks."""
+    from huggingface_hub import constants, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    quiet_hub()
+    have = _size(part)
+    if have > entry.size:          # longer than the file: no prefix of it
+        part.unlink()
+        have = 0
+    if have == entry.size:
+        return
+    if constants.HF_HUB_OFFLINE:
+        raise MetrobenchError(f"{what}: HF_HUB_OFFLINE is set: the hub cannot be asked")
+    headers = build_hf_headers()
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    url = hf_hub_url(entry.repo, entry.file, revision=entry.commit)
+    got = have
+    try:
+        with _open_part(part, what) as handle, get_session().stream(
+                "GET", url, headers=headers, timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT,
+                follow_redirects=True) as response:
+            status = response.status_code
+            if status == 416:      # the hub says the part already reaches past the file: start again
+                part.unlink()
+                raise MetrobenchError(f"{what}: the hub refused to resume at byte {have} (416); the part was "
+                                      f"deleted: rerun to download from the start")
+            if status >= 400:      # the library's reading of the hub's error codes, then ours of it
+                response.read()
+                hf_raise_for_status(response)
+                raise MetrobenchError(f"{what}: {status_problem(status)}")
+            if have and status == 206 and not response.headers.get("Content-Range", "").startswith(
+                    f"bytes {have}-"):
+                raise MetrobenchError(f"{what}: asked for the bytes from {have} on, the hub answered "
+                                      f"{response.headers.get('Content-Range')!r}; rerun")
+            if have and status != 206:   # the whole file (a hub that ignores the range): from byte 0
+                handle.truncate(0)
+                have = got = 0
+            for chunk in response.iter_bytes():   # as each read arrives: none held back in a buffer
+                _write(handle, chunk, part, what)
+                got += len(chunk)
+    except MetrobenchError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line naming the entry
+        # by name: the hub library's HTTP client is httpx in huggingface_hub 1.x, httpx2 in 2.x
+        kind = type(exc).__name__
+        if kind in ("RemoteProtocolError", "ReadError"):
+            raise MetrobenchError(f"{what}: the hub's answer was cut short ({kind}) after {got} of {entry.size} "
+                                  f"bytes; the part is kept in {part}: rerun to resume") from None
+        if kind == "ReadTimeout":
+            raise MetrobenchError(f"{what}: the hub sent nothing for {constants.HF_HUB_DOWNLOAD_TIMEOUT} s after "
+                                  f"{got} of {entry.size} bytes; the part is kept in {part}: rerun to resume") \
+                from None
+        raise hub_error(exc, what) from None
+    if got < entry.size:
+        raise MetrobenchError(f"{what}: the hub's answer was cut short after {got} of {entry.size} bytes; the "
+                              f"part is kept in {part}: rerun to resume")
+
+
+@contextmanager
+def _open_part(part: Path, what: str) -> Iterator[Any]:
+    """The part file for appending, unbuffered (a killed fetch keeps every byte it wrote); opened before
+    the request is sent, so it is there however soon the fetch is killed."""
+    try:
+        handle = open(part, "ab", buffering=0)  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise MetrobenchError(f"{what}: cannot write {part}: {disk_problem(exc)}") from None
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def _write(handle: Any, chunk: bytes, part: Path, what: str) -> None:
+    view = memoryview(chunk)
+    try:
+        while view:
+            view = view[handle.write(view):]
+    except OSError as exc:
+        kept = "; the part is kept: free space and rerun to resume" if exc.errno in (errno.ENOSPC, errno.EDQUOT) \
+            else ""
+        raise MetrobenchError(f"{what}: cannot write {part}: {disk_problem(exc)}{kept}") from None
 
 
 def _verified(dest: Path, entry: Any, lock_path: str) -> Path:

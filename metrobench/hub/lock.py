@@ -17,6 +17,13 @@ workflow at plan time:
   hashed here, recorded as ``source: local``), which satisfies any intent for
   that path.
 
+A GGUF entry is keyed by its path relative to the project folder, normalised in
+one place (:func:`gguf_key`: ``./models/x.gguf`` and ``models//x.gguf`` are
+``models/x.gguf``), in the config, the lock, ``--adopt``, ``--update`` and
+``fetch-model`` alike, so one file is one entry and an adopted file is never
+taken for an unlocked download and overwritten. A key that is not a file path
+(empty, ``.``, a folder ``m/``, absolute, climbing out with ``..``) is refused.
+
 With a lock present nothing needs the hub but the downloads themselves
 (:mod:`metrobench.hub.fetch`), which fetch exactly the locked commit and check
 every file's size and digest before anything uses it.
@@ -25,7 +32,7 @@ every file's size and digest before anything uses it.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -44,6 +51,29 @@ BASE_IGNORE = ["*vision*", "*visual*", "*mtp*", "*.gguf", "*.pth", "*.bin", "*.p
 
 Commit = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+def gguf_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot key a GGUF entry (a file path relative to the project folder), or None."""
+    if not path.strip():
+        return "is empty, not a file path"
+    if any(ord(char) < 32 for char in path):
+        return "holds a control character (a newline?), not a file path"
+    if path.startswith("/"):
+        return "is absolute: name the file relative to the project folder (e.g. models/x.gguf)"
+    if ".." in PurePosixPath(path).parts:
+        return "climbs out of the project folder with '..': name the file inside it (e.g. models/x.gguf)"
+    if path.endswith("/") or str(PurePosixPath(path)) == ".":
+        return "names a folder, not a file (e.g. models/x.gguf)"
+    return None
+
+
+def gguf_key(path: str) -> str:
+    """A GGUF entry's key: ``path`` normalised (no ``.`` parts, no doubled ``/``); a non-path refused."""
+    problem = gguf_path_problem(path)
+    if problem:
+        raise MetrobenchError(f"GGUF path {path!r} {problem}")
+    return str(PurePosixPath(path))
 
 
 class _Strict(BaseModel):
@@ -97,12 +127,29 @@ def read_lock(path: Path | str) -> LockFile:
         raise MetrobenchError(f"{path}: not a readable lock file ({type(exc).__name__}); "
                               f"delete it and run `metrobench lock`") from None
     try:
-        return LockFile.model_validate(raw)
+        lock = LockFile.model_validate(raw)
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in error["loc"])
         raise MetrobenchError(f"{path}: entry {where}: {error['msg']} (edited by hand? "
                               f"re-resolve it with `metrobench lock --update NAME`)") from None
+    return _normalised(lock, path)
+
+
+def _normalised(lock: LockFile, path: Path) -> LockFile:
+    """The lock with its GGUF keys normalised (a lock written before they were): where two keys name one
+    file, the adopted entry wins, since the user placed that file and the hub's must not replace it."""
+    gguf: dict[str, LockedGguf] = {}
+    for name, entry in lock.gguf.items():
+        problem = gguf_path_problem(name)
+        if problem:
+            raise MetrobenchError(f"{path}: entry gguf.{name}: GGUF path {name!r} {problem} (edited by hand? "
+                                  f"run `metrobench lock`)")
+        key = gguf_key(name)
+        if key not in gguf or entry.source == "local":
+            gguf[key] = entry
+    lock.gguf = gguf
+    return lock
 
 
 def write_lock(path: Path | str, lock: LockFile) -> Path:
@@ -181,14 +228,23 @@ def file_problem(path: Path, expected: FileDigest | LockedGguf) -> str | None:
     return None
 
 
-def adopt(lock: LockFile, path: Path | str) -> LockedGguf:
-    """Record a file placed by hand as a local lock entry (its size and SHA-256)."""
-    file = Path(path)
+def adopt(lock: LockFile, path: Path | str) -> tuple[str, LockedGguf]:
+    """Record a file placed by hand as a local lock entry (its size and SHA-256), under its normalised key.
+
+    An absolute path inside the current folder is taken relative to it; any other is refused."""
+    name = str(path)
+    if Path(name).is_absolute():
+        try:
+            name = str(Path(name).relative_to(Path.cwd()))
+        except ValueError:
+            pass                          # outside the project folder: gguf_key refuses it
+    key = gguf_key(name)
+    file = Path(key)
     if not file.is_file():
         raise MetrobenchError(f"{path}: no such file to adopt")
     entry = LockedGguf(source="local", size=file.stat().st_size, sha256=sha256_file(file))
-    lock.gguf[str(path)] = entry
-    return entry
+    lock.gguf[key] = entry
+    return key, entry
 
 
 def stale(downloads: Any, lock: LockFile) -> list[str]:

@@ -5,14 +5,19 @@ hub's ``GET /api/models/<repo>/revision/<rev>?blobs=true``) gives the commit a
 branch or tag points at and, for every file, its size, its Git blob id and,
 for LFS files, its SHA-256. Every call has a total deadline
 (:func:`with_deadline`): a hub that trickles its answer cannot hold the
-command past it. Hub failures become one line naming the entry
-(:func:`hub_error`).
+command past it. Hub failures become one line naming the entry and what
+happened (:func:`hub_error`, shared with the downloads): an unknown repo,
+revision or file, a gated repo, a refused token (401), no access (403), a
+server error (5xx), a body cut short, a full disk, no network — each said as
+itself, never as "no network", and never with the token in it.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
+import re
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -22,6 +27,8 @@ from metrobench.hub.lock import FileDigest, LockedBase, LockedGguf, base_ignore
 
 #: Seconds one metadata request may take in all (HF_HUB_ETAG_TIMEOUT bounds each read only).
 METADATA_DEADLINE_S = 60.0
+#: What a Hugging Face access token looks like (never shown in a message).
+_TOKEN = re.compile(r"hf_[A-Za-z0-9]{8,}")
 T = TypeVar("T")
 
 
@@ -45,8 +52,50 @@ def with_deadline(call: Callable[[], T], seconds: float, what: str) -> T:
     return box["value"]
 
 
+def status_problem(status: int) -> str:
+    """What an HTTP status from the hub means for the user, in words (never the server's text: no token)."""
+    if status == 401:
+        return "the hub refused the token (401): HF_TOKEN is missing, expired or wrong for this repository"
+    if status == 403:
+        return ("the hub refused access (403): the token may not read this repository (a gated one: accept its "
+                "terms on the hub; a fine-grained token: give it read access)")
+    if status == 404:
+        return "not found on the hub (404)"
+    if status == 429:
+        return "the hub is rate-limiting this client (429): wait a while and rerun"
+    if status >= 500:
+        return f"the hub failed with a server error ({status}): rerun later"
+    return f"the hub answered HTTP {status}"
+
+
+def disk_problem(exc: OSError) -> str:
+    """A local file error in words: a full disk or quota said plainly, else the system's own words."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the disk (ENOSPC)" if exc.errno == errno.ENOSPC else "disk quota exceeded (EDQUOT)"
+    return exc.strerror or type(exc).__name__
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status a hub library error carries, here or in the errors it was raised from."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        response = getattr(current, "response", None)
+        status = getattr(response, "status_code", None)
+        if isinstance(status, int) and status >= 400:
+            return status
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def hub_error(exc: BaseException, what: str) -> MetrobenchError:
-    """One line for a hub failure: unknown repo, gated repo, unknown revision or file, no network."""
+    """One line for a hub failure, by what happened: unknown repo, gated repo, unknown revision or file,
+    a refused token (401), no access (403), a server error (5xx), a body cut short, a full disk, no network.
+
+    The hub library's own text is repeated only where nothing else says what happened, any token in it
+    blanked (:func:`scrub`).
+    """
     kind = type(exc).__name__
     messages = {
         "GatedRepoError": "the repository is gated: accept its terms on the hub and set HF_TOKEN",
@@ -54,22 +103,38 @@ def hub_error(exc: BaseException, what: str) -> MetrobenchError:
         "RevisionNotFoundError": "no such revision (branch, tag or commit) in the repository",
         "EntryNotFoundError": "no such file in the repository at that revision",
         "RemoteEntryNotFoundError": "no such file in the repository at that revision",
-        "LocalEntryNotFoundError": "not in the local cache, and the hub cannot be reached",
         "OfflineModeIsEnabled": "HF_HUB_OFFLINE is set: the hub cannot be asked",
     }
-    if kind in messages:
-        offline = " (HF_HUB_OFFLINE is set)" if kind == "LocalEntryNotFoundError" and os.environ.get(
-            "HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") else ""
-        return MetrobenchError(f"{what}: {messages[kind]}{offline}")
     if isinstance(exc, MetrobenchError):
         return exc
-    if kind in ("RemoteProtocolError", "ReadError", "IncompleteRead", "ChunkedEncodingError"):
-        return MetrobenchError(f"{what}: the download was cut off ({str(exc)[:160]}); rerun to resume it")
-    if isinstance(exc, (ConnectionError, TimeoutError, OSError)) or "Connect" in kind or "Timeout" in kind:
+    if kind in messages:
+        return MetrobenchError(f"{what}: {messages[kind]}")
+    status = _status_of(exc)
+    if status is not None and status != 404:
+        return MetrobenchError(f"{what}: {status_problem(status)}")
+    if kind == "LocalEntryNotFoundError":
+        offline = " (HF_HUB_OFFLINE is set)" if os.environ.get(
+            "HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on") else ""
+        return MetrobenchError(f"{what}: not in the local cache, and the hub cannot be reached{offline}")
+    if kind in ("RemoteProtocolError", "ReadError", "IncompleteRead", "ChunkedEncodingError") or (
+            "Consistency check failed" in str(exc)):
+        return MetrobenchError(f"{what}: the hub's answer was cut short ({kind}); rerun to download it again")
+    if isinstance(exc, (ConnectionError, TimeoutError)) or "Connect" in kind or "Timeout" in kind:
         return MetrobenchError(f"{what}: cannot reach the hub ({kind}); no network? With a lock, only "
                                f"the downloads need it")
+    if isinstance(exc, OSError) and exc.errno is not None:   # the local side: a full disk, a read-only folder
+        where = f" {exc.filename}" if exc.filename else ""
+        return MetrobenchError(f"{what}: cannot write{where}: {disk_problem(exc)}")
     first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else kind
-    return MetrobenchError(f"{what}: the hub refused: {first}")
+    return MetrobenchError(f"{what}: the hub library failed: {scrub(first)}")
+
+
+def scrub(text: str) -> str:
+    """``text`` with anything that looks like a hub token, and the token in use, blanked."""
+    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    if token:
+        text = text.replace(token, "***")
+    return _TOKEN.sub("***", text)
 
 
 def quiet_hub() -> None:

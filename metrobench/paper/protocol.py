@@ -23,8 +23,8 @@ from typing import Any
 
 from metrobench.errors import MetrobenchError
 from metrobench.transcripts.records import CONTEXT, INFRASTRUCTURE, CaseRecord, ending_kind, read_run
+from metrobench.vocabulary import SUBMIT_TOOL
 
-SUBMIT = "submit_assistant_state"
 #: Errors the runner gives a call it could not run (loop.parse_arguments, tool_parsing).
 UNREAD = ("arguments are not valid JSON", "arguments must be a JSON object", "tool call block is not valid JSON")
 COLUMNS = ("model", "cases", "executed_call_pct", "accepted_pct", "mean_rounds", "ended_pct",
@@ -38,7 +38,7 @@ def executed(call: dict[str, Any]) -> bool:
 
 def accepted(record: CaseRecord) -> bool:
     """The kiosk accepted at least one of the case's submissions."""
-    return any(c.get("name") == SUBMIT and c.get("error") is None for c in record.tool_calls_made)
+    return any(c.get("name") == SUBMIT_TOOL and c.get("error") is None for c in record.tool_calls_made)
 
 
 def model_records(runs: Path, model: str) -> list[CaseRecord]:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from metrobench import layout
-from metrobench.paper import deployment, figures, serving_tables
 from metrobench.paper import tables as T
+from metrobench.paper.registry import FIGURES, TABLES, Sources
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
 from metrobench.scoring.errata import ERRATA
@@ -22,54 +22,25 @@ if TYPE_CHECKING:
 
 def build_tables(scores: Path, config: StudyConfig, out: Path,
                  only: list[str] | None = None) -> tuple[list[Path], list[str]]:
-    """Build every table/figure of the study config; returns (files written, skip messages)."""
-    from metrobench.scoring.store import read_scores
-    from metrobench.stats.cases import load_case_scores
+    """Build every table/figure of the registry (:mod:`metrobench.paper.registry`) that ``only``
+    names (all without it); returns (files written, skip messages).
 
-    loaded: list = []
-
-    def cases():   # read once, and only by the tables that need scores (not Tables 5, 6, deployment)
-        if not loaded:
-            loaded.append(load_case_scores(read_scores(scores)))
-        return loaded[0]
-
-    results = out
+    Scores are read once, and only by the tables that need them (not Tables 5, 6, deployment);
+    a figure's table is built for it and written only when named too.
+    """
+    sources = Sources(config, out, scores)
     written: list[Path] = []
     skipped: list[str] = []
     frames: dict[str, pd.DataFrame] = {}
 
-    baseline = config.stats.baseline
-    builders = {
-        "table2": lambda: T.table2(cases(), config, results),
-        "table3": lambda: T.table3(cases(), config),
-        "table4": lambda: T.table4(cases(), config, results),
-        "table7": lambda: T.table7(results),
-        "table8": lambda: T.table8(config, results),
-        "table9": lambda: pd.concat([T.table9(cases(), config, "full"), T.table9(cases(), config, "holdout")]),
-        "table10": lambda: T.table10(cases(), config),
-        "protocol": lambda: T.protocol(config, results),
-        "table5": lambda: serving_tables.table5(config, results),
-        "table6": lambda: serving_tables.table6(config, results),
-        "categories": lambda: T.category_matrix(cases(), config, "holdout"),
-        "repeats": lambda: T.repeats(cases(), config, results),
-        "deployment": lambda: deployment.deployment(config, results, scores),
-        "quality_cost": lambda: deployment.quality_cost(cases(), config, results),
-    }
-    drawings = {
-        "figure2": ("table2", lambda p: figures.figure2(frames["table2"], p)),
-        "figure3": ("categories", lambda p: figures.figure3(frames["categories"], p)),
-        "figure4": ("categories", lambda p: figures.figure4(frames["categories"], baseline, p)),
-        "figure5": ("table4", lambda p: figures.figure5(frames["table4"], p)),
-        "figure-deployment": ("quality_cost", lambda p: figures.figure_deployment(frames["quality_cost"], p)),
-    }
-    tables_wanted = [n for n in builders if not only or n in only]
-    figures_wanted = [n for n in drawings if not only or n in only]
-    needed = set(tables_wanted) | {drawings[n][0] for n in figures_wanted}
-    for name, build in builders.items():
+    tables_wanted = [n for n in TABLES if not only or n in only]
+    figures_wanted = [n for n in FIGURES if not only or n in only]
+    needed = set(tables_wanted) | {FIGURES[n].table for n in figures_wanted}
+    for name, table in TABLES.items():
         if name not in needed:
             continue
         try:
-            frames[name] = build()
+            frames[name] = table.build(sources)
         except T.Skip as exc:
             skipped.append(str(exc))
             continue
@@ -78,15 +49,16 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
             T.write_table(frames[name], path, name, config)
             written.append(path)
     for name in figures_wanted:
-        source, draw = drawings[name]
-        if source not in frames:
-            skipped.append(f"{name}: needs {source}")
+        figure = FIGURES[name]
+        if figure.table not in frames:
+            skipped.append(f"{name}: needs {figure.table}")
             continue
-        if name == "figure4" and baseline not in set(frames["categories"]["model"]):
-            skipped.append(f"{name}: no scores for the baseline")
+        problem = figure.check(frames, config)
+        if problem:
+            skipped.append(f"{name}: {problem}")
             continue
         path = Path(layout.table_path(name, str(out), ".png"))
-        draw(path)
+        figure.draw(frames, config, path)
         written.append(path)
     return written, skipped
 

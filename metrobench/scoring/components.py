@@ -19,6 +19,7 @@ from metrobench import vocabulary as V
 from metrobench.scoring import errata as E
 from metrobench.scoring.coerce import as_dict, as_list, as_number, as_text
 from metrobench.scoring.registry import component, spec
+from metrobench.vocabulary import SUBMIT_TOOL
 
 #: Disruption types the scorer treats as a full suspension when critical (the reference's set).
 FULL_SUSPENSION_TYPES = frozenset({"hurricane_warning", "sandstorm_warning", "typhoon_warning",
@@ -285,7 +286,7 @@ def tool_calls_correct(view: CaseView) -> Score:
         if acceptable & called:
             return 15, f"Used correct tools: {sorted(acceptable & called)}"
         if gt.get("should_reject"):
-            rest = called - {"submit_assistant_state"}
+            rest = called - {SUBMIT_TOOL}
             if not rest or rest <= {"knowledge_base"}:
                 return 15, "Correctly declined or used knowledge_base"
             return 5, f"Should have declined, called: {sorted(called)}"
@@ -294,7 +295,7 @@ def tool_calls_correct(view: CaseView) -> Score:
         if gt.get("temporal", {}).get("service_available", True):
             expected = {"route_planner", "fare_calculator"}
         else:
-            rest = called - {"submit_assistant_state"}
+            rest = called - {SUBMIT_TOOL}
             if not rest:
                 return 10, "Only submitted (no service)"
             if rest <= {"route_planner"}:
@@ -621,7 +622,7 @@ def context_update_detected(view: CaseView) -> Score:
     if not view.calls:
         return 0, "No tool calls"
     accepted = [i for i, call in enumerate(view.calls)
-                if call["name"] == "submit_assistant_state"
+                if call["name"] == SUBMIT_TOOL
                 and as_dict(call.get("result") or {}).get("accepted")]
     if len(accepted) <= 1:
         return 0, "Single submission only: no re-planning detected"

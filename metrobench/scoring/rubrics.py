@@ -19,7 +19,7 @@ from typing import Any
 from metrobench.scoring.coerce import as_dict, as_list
 from metrobench.scoring.components import CaseView, Score
 from metrobench.scoring.registry import component
-from metrobench.vocabulary import SCOPE_TOOLS
+from metrobench.vocabulary import SCOPE_TOOLS, SUBMIT_TOOL
 
 JUDGE_SYSTEM = ("You grade one aspect of a transit ticket kiosk assistant's answer. Reply with "
                 "exactly one line of the form 'Score: N | reason', where N is 0, 1 or 2 and the "
@@ -194,7 +194,7 @@ def tool_summary(calls: list[dict[str, Any]]) -> str:
     """One line per non-submit call with its result; route stops shortened to names."""
     lines = []
     for call in calls:
-        if call["name"] == "submit_assistant_state":
+        if call["name"] == SUBMIT_TOOL:
             continue
         result = call.get("result", "")
         if isinstance(result, dict):

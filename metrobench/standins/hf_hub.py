@@ -14,21 +14,36 @@ points at it:
   for the CDN, with ``X-Linked-Etag`` (its SHA-256), ``X-Linked-Size`` and
   ``X-Repo-Commit``, which is what the client reads its metadata from.
 
+The CDN honours ``Range: bytes=N-`` as a CDN does (206 with ``Content-Range``,
+416 past the end), so a client can resume a partial download.
+
 Faults for the tests: ``corrupt`` (file names whose bytes the CDN serves with
-one byte flipped), ``cut`` (file names whose body the CDN cuts off halfway),
-``gated`` (repos that answer 401 GatedRepo). Every request path is recorded in
-``requests``. ``port`` and ``cdn_port`` are the ports bound on 127.0.0.1 (0: free ones).
+one byte flipped), ``cut`` (file names whose body the CDN cuts off halfway, the
+``Content-Length`` promising all of it: a short body), ``stall`` (file names
+whose body stops halfway: :attr:`stalled` is set, and the rest waits until
+:attr:`release` is set; a test kills the client meanwhile, or starts a second
+one), ``refuse`` (file name -> HTTP status its resolve answers, or repo ->
+the status its metadata API answers: 401 a refused token, 403 no access, 500 a
+server error), ``gated`` (repos that answer
+401 GatedRepo). Every request path is recorded in ``requests``; the CDN's GETs
+with the ``Range`` they carried (None: none) in ``ranges``; the requests that
+carried an ``Authorization`` header in ``authorized``. ``port`` and
+``cdn_port`` are the ports bound on 127.0.0.1 (0: free ones).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
 
 LFS_SUFFIXES = (".gguf", ".safetensors")
+_RANGE = re.compile(r"^bytes=(\d+)-$")
+#: How long a stalled body waits for :attr:`FakeHub.release` at most (a test that forgot it still ends).
+STALL_LIMIT_S = 60.0
 
 
 def git_sha1(data: bytes) -> str:
@@ -51,11 +66,16 @@ def _handler(answer):
 
 class FakeHub:
     def __init__(self, repos: dict[str, dict[str, bytes]], commit: str, *, branches: dict[str, str] | None = None,
-                 corrupt: set[str] = frozenset(), cut: set[str] = frozenset(),
-                 gated: set[str] = frozenset(), port: int = 0, cdn_port: int = 0) -> None:
+                 corrupt: set[str] = frozenset(), cut: set[str] = frozenset(), stall: set[str] = frozenset(),
+                 refuse: dict[str, int] | None = None, gated: set[str] = frozenset(), port: int = 0,
+                 cdn_port: int = 0) -> None:
         self.repos, self.commit, self.requests = repos, commit, []
+        self.ranges: list[tuple[str, str | None]] = []
+        self.authorized: list[str] = []
         self.branches = {"main": commit, **(branches or {})}
-        self.corrupt, self.cut, self.gated = set(corrupt), set(cut), set(gated)
+        self.corrupt, self.cut, self.stall, self.gated = set(corrupt), set(cut), set(stall), set(gated)
+        self.refuse: dict[str, int] = dict(refuse or {})
+        self.stalled, self.release = threading.Event(), threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self._answer))
         self.cdn = ThreadingHTTPServer(("127.0.0.1", cdn_port), _handler(self._cdn))
         self.url = f"http://127.0.0.1:{self.server.server_port}"
@@ -70,9 +90,19 @@ class FakeHub:
         if body:
             handler.wfile.write(payload)
 
-    def _error(self, handler, body: bool, status: int, code: str) -> None:
-        payload = json.dumps({"error": code}).encode()
-        self._send(handler, status, payload, {"Content-Type": "application/json", "X-Error-Code": code}, body)
+    def _error(self, handler, body: bool, status: int, code: str | None, message: str | None = None) -> None:
+        payload = json.dumps({"error": message or code}).encode()
+        headers = {"Content-Type": "application/json"}
+        if code:
+            headers["X-Error-Code"] = code
+        if message:
+            headers["X-Error-Message"] = message
+        self._send(handler, status, payload, headers, body)
+
+    def _record(self, handler, line: str) -> None:
+        self.requests.append(line)
+        if handler.headers.get("Authorization"):
+            self.authorized.append(line)
 
     def _commit_or_refuse(self, handler, body: bool, repo: str | None, revision: str) -> str | None:
         """The commit ``revision`` of ``repo`` resolves to; else the hub's error is sent and None returned."""
@@ -94,7 +124,7 @@ class FakeHub:
     def _answer(self, handler, *, body: bool) -> None:
         url = urlparse(handler.path)
         path = unquote(url.path)
-        self.requests.append(f"{handler.command} {path}")
+        self._record(handler, f"{handler.command} {path}")
         if path.startswith("/api/models/"):
             return self._api(handler, path[len("/api/models/"):], parse_qs(url.query), body)
         repo, sep, rest = path.lstrip("/").partition("/resolve/")
@@ -104,6 +134,11 @@ class FakeHub:
             return None
         if name not in self.repos[repo]:
             return self._error(handler, body, 404, "EntryNotFound")
+        if name in self.refuse:
+            status = self.refuse[name]
+            message = {401: "Invalid credentials in Authorization header",
+                       403: "Access to this file is restricted"}.get(status, "Internal Error")
+            return self._error(handler, body, status, None, message)
         if commit != revision:  # a branch: to the same file at its commit, as the hub redirects
             return self._send(handler, 307, b"", {"Location": f"/{repo}/resolve/{commit}/{name}"}, body)
         data = self.repos[repo][name]
@@ -117,19 +152,37 @@ class FakeHub:
 
     def _cdn(self, handler, *, body: bool) -> None:
         path = unquote(urlparse(handler.path).path).lstrip("/")
-        self.requests.append(f"CDN {handler.command} /{path}")
+        self._record(handler, f"CDN {handler.command} /{path}")
+        asked = handler.headers.get("Range")
+        if handler.command == "GET":
+            self.ranges.append((f"/{path}", asked))
         repo, _, name = path.rpartition("/")
         data = self.repos.get(repo, {}).get(name)
         if data is None:
             return self._error(handler, body, 404, "NoSuchKey")
         if name in self.corrupt:
             data = bytes([data[0] ^ 0xFF]) + data[1:]
-        if name in self.cut:
-            self._send(handler, 200, data[: len(data) // 2], {"Content-Type": "application/octet-stream"}, body,
-                       length=len(data))
+        status, headers, start = 200, {"Content-Type": "application/octet-stream"}, 0
+        if asked and (match := _RANGE.match(asked)):
+            start = int(match[1])
+            if start >= len(data):
+                return self._send(handler, 416, b"", {"Content-Range": f"bytes */{len(data)}"}, body)
+            status, headers["Content-Range"] = 206, f"bytes {start}-{len(data) - 1}/{len(data)}"
+        part = data[start:]
+        if body and (name in self.cut or name in self.stall):
+            half = len(part) // 2
+            self._send(handler, status, part[:half], headers, body, length=len(part))
+            handler.wfile.flush()
+            if name in self.stall:
+                self.stalled.set()
+                self.release.wait(STALL_LIMIT_S)
+                try:
+                    handler.wfile.write(part[half:])
+                except OSError:
+                    pass           # the client was killed meanwhile
             handler.close_connection = True
             return
-        self._send(handler, 200, data, {"Content-Type": "application/octet-stream"}, body)
+        self._send(handler, status, part, headers, body)
 
     def _api(self, handler, rest: str, query: dict[str, list[str]], body: bool) -> None:
         for kind in ("/revision/", "/tree/"):
@@ -139,6 +192,8 @@ class FakeHub:
         else:
             return self._error(handler, body, 404, "RepoNotFound")
         revision = tail.split("/", 1)[0]
+        if repo in self.refuse:
+            return self._error(handler, body, self.refuse[repo], None, "Internal Error")
         commit = self._commit_or_refuse(handler, body, repo, revision)
         if commit is None:
             return None
@@ -166,6 +221,7 @@ class FakeHub:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release.set()
         for server in (self.server, self.cdn):
             server.shutdown()
             server.server_close()

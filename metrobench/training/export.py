@@ -57,7 +57,7 @@ from typing import Any
 from metrobench.atomic import atomic_dir, atomic_path, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.training.base import cache_dir, resolve_base
-from metrobench.training.chat_template import served_template
+from metrobench.agents.chat_template import served_template
 
 
 #: Adapter settings the streaming merge applies as PEFT does; any other value of these is

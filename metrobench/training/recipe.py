@@ -58,7 +58,7 @@ class Recipe(BaseModel):
     # served prompt does; the paper rendered its traces without them (no tools= argument).
     tool_schemas: bool = True
     # The chat template the traces are rendered with and the student is served with
-    # (metrobench/training/chat_template.py): "metrobench", the project's ChatML tool template
+    # (metrobench/agents/chat_template.py): "metrobench", the project's ChatML tool template
     # (no thinking block, served with thinking off), or "qwen3.5", Qwen3.5's own (its
     # <function=...> call format, <think> blocks, served with thinking on), as the paper did.
     template: Literal["metrobench", "qwen3.5"] = "metrobench"

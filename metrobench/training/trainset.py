@@ -45,9 +45,8 @@ from metrobench.atomic import atomic_open, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import TOOLS, system_prompt, user_message
 from metrobench.transcripts.records import CaseRecord, latest_records, read_run
-from metrobench.vocabulary import CATEGORIES
+from metrobench.vocabulary import CATEGORIES, SUBMIT_TOOL
 
-SUBMIT = "submit_assistant_state"
 #: Why a teacher's train-partition trace is not in the training set, in the order checked.
 DROP_REASONS = ("run_error", "unscored", "below_threshold", "no_submission", "refused", "outranked")
 DROP_HELP = {
@@ -180,7 +179,7 @@ def turn_endings(messages: list[dict[str, Any]]) -> list[bool | None]:
             endings.append(None)
         elif role == "assistant":
             pending = [(c.get("function") or {}).get("name") or "" for c in m.get("tool_calls") or []]
-        elif role == "tool" and pending and pending.pop(0) == SUBMIT and endings:
+        elif role == "tool" and pending and pending.pop(0) == SUBMIT_TOOL and endings:
             endings[-1] = _accepted(m.get("content"))
     return endings
 

@@ -3,7 +3,9 @@
 A transcript file (``runs/{model}/{system}.jsonl``) is append-only: the runner
 and the rule agent write each case's record as soon as the case ends and flush
 it, so a killed run loses only the cases in flight and a rerun can skip the
-cases already present. The record carries the reference runner's ``CaseResult``
+cases already present. A case may have more than one record (rerun after its data
+changed, ``--rerun-changed``): its current record is its last one a resume keeps
+(:func:`current_records`), and the earlier ones stay, superseded. The record carries the reference runner's ``CaseResult``
 fields under the same names (spec §6.7), plus ``model`` and ``system``, so the
 scorer treats our transcripts and the reference harness's result JSON the same
 way: :func:`read_run` accepts either.
@@ -151,6 +153,28 @@ def ending_kind(record: CaseRecord) -> str:
     prompt outgrew the server's context; scored) or ``"model"`` (scored)."""
     kind = ending(record)
     return INFRASTRUCTURE if kind == "infrastructure" else CONTEXT if kind == "context" else MODEL
+
+
+def rerun_on_resume(record: CaseRecord) -> bool:
+    """Whether a resumed run redoes this record's case: its ending was the infrastructure's
+    (``meta["retryable"]``, set by :func:`mark_ending`). The one predicate the runner's resume and
+    ``metrobench plan``'s count of remaining case runs share."""
+    return bool(record.meta.get("retryable"))
+
+
+def current_records(records: Iterable[CaseRecord]) -> dict[str, CaseRecord]:
+    """Each case's current record, as a resume and ``metrobench plan`` count a transcript's done cases:
+    its last record that a resume keeps (:func:`rerun_on_resume` false; the views and the scorer read
+    its last record of any ending, :func:`latest_records`). A record appended later for a case
+    supersedes the earlier ones (a case rerun after its data changed, ``--rerun-changed``), which stay
+    in the file. In file order of the records chosen."""
+    current: dict[str, CaseRecord] = {}
+    for record in records:
+        if rerun_on_resume(record):
+            continue
+        current.pop(record.case_id, None)  # re-inserted: the order is the later record's
+        current[record.case_id] = record
+    return current
 
 
 def mark_ending(record: CaseRecord) -> None:

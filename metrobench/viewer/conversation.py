@@ -16,8 +16,8 @@ from typing import Any
 
 from metrobench.transcripts.records import CaseRecord
 from metrobench.viewer.html import esc, pretty
+from metrobench.vocabulary import SUBMIT_TOOL
 
-SUBMIT = "submit_assistant_state"
 
 
 def render_call(name: Any, arguments: Any, entry: dict[str, Any] | None, fallback: Any = None) -> str:
@@ -28,7 +28,7 @@ def render_call(name: Any, arguments: Any, entry: dict[str, Any] | None, fallbac
              f"{' <span class=note>(parsed from text)</span>' if entry and entry.get('parsed_from_text') else ''}"
              f"</div><div class=\"note\">arguments</div>{pretty(arguments)}"]
     if error:
-        label = "422 feedback: submission rejected" if name == SUBMIT else "error fed back to the model"
+        label = "422 feedback: submission rejected" if name == SUBMIT_TOOL else "error fed back to the model"
         parts.append(f"<div class=\"feedback\">{label}</div>{pretty(error)}")
     elif entry is not None:
         parts.append(f"<div class=\"note\">result</div>{pretty(entry.get('result'))}")

@@ -15,8 +15,9 @@ from metrobench.data.root import locate_root
 from metrobench.errors import MetrobenchError
 from metrobench.footprint.fit import check_study
 from metrobench.hub.lock import lock_problems, read_lock
+from metrobench.paper import registry
 from metrobench.study import RULE_AGENT, read_sources, validate_study
-from metrobench.training.chat_template import chat_template
+from metrobench.agents.chat_template import chat_template
 from metrobench.training.recipe import load_recipe
 from metrobench.vocabulary import WHOLE
 
@@ -193,6 +194,8 @@ def run_command(wildcards, input, output):
 
     `--set-aside`: a work transcript made under other settings (an edited model, which
     `run_settings` makes Snakemake rerun) is renamed aside, never deleted, and a new one begun.
+    `--rerun-changed`: a case whose data changed since it was run is run again, its new record
+    appended after the old; every other case of the transcript is kept.
 
     The config's sample narrows the benchmark's views (its partition, and the held-out one
     Table 4 reads); any other is whole: the teachers' train view (traces need every train
@@ -207,7 +210,7 @@ def run_command(wildcards, input, output):
         return f"metrobench rule-agent {common} --mode {mode} --out {output}"
     return (
         f"metrobench bench {common} {config_flags()} {model_flags(w.model)} {gguf_flag(w, input)}"
-        f" --work {paths.work_path(w.model, w.system)} --set-aside --out {output}"
+        f" --work {paths.work_path(w.model, w.system)} --set-aside --rerun-changed --out {output}"
         f" --server-log {RUN_LOG.format(**w)}.server.log{gpu_flag()}"
     )
 
@@ -220,6 +223,11 @@ def run_settings(wildcards):
     w = wildcards
     if w.model == RULE_AGENT:
         return RULE_AGENT
+    unknown = STUDY.unknown_model(w.model)
+    if unknown:  # a misspelt model or a repeat beyond its count: no run to plan
+        sys.exit(
+            f"metrobench: error: {', '.join(map(str, workflow.configfiles))}: {unknown}"
+        )
     student = student_of(w.model)
     if student:
         gguf = paths.quantized_gguf(*student)
@@ -325,65 +333,15 @@ def members(models):
     return STUDY.members(models)
 
 
-def served_runs():
-    """The transcripts Tables 5 and 6 read: one model per leaderboard row, and Table 3's models."""
-    rows = [r.model for r in STUDY.leaderboard if not r.reference]
-    models = [members([m])[0] for m in rows] + [c.model for c in STUDY.sensitivity]
-    return runs_of(list(dict.fromkeys(models)))
-
-
-def deployment_models():
-    """The deployment table's models: every model of each non-reference leaderboard row (seeds pooled)."""
-    return members([r.model for r in STUDY.leaderboard if not r.reference])
-
-
-STATS = STUDY.stats
-LEADERBOARD = members([row.model for row in STUDY.leaderboard])
-BASES = [spec.base_model for spec in STUDENTS.values()]
-# The paper's released students (Table 4's published column), where the config names them.
-PUBLISHED = [spec.published for spec in STUDENTS.values() if spec.published]
-TABLE_INPUTS = {
-    "table2": scores_of(LEADERBOARD),
-    "table3": scores_of([cell.model for cell in STUDY.sensitivity]),
-    "table4": scores_of(BASES + STUDENT_MODELS + PUBLISHED, HOLDOUT_VIEW, layout.TIER1)
-    + [paths.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
-    "table7": [paths.teacher_composition()],
-    "table8": [paths.adapter_dir(*student_of(m)) for m in STUDENT_MODELS]
-    + [paths.gguf_sizes(*student_of(m)) for m in STUDENT_MODELS],
-    "table9": scores_of(members(STUDY.stats_models(STATS.bootstrap_models))),
-    "protocol": scores_of(members(STUDY.stats_models(STATS.bootstrap_models)))
-    + runs_of(members(STUDY.stats_models(STATS.bootstrap_models))),
-    "table10": scores_of(members([m for pair in STATS.comparisons for m in pair])),
-    "categories": scores_of(members(STUDY.stats_models(STATS.category_models))),
-    # Run to run: each repeat's Tier 1 (scores) and accepted submissions (transcripts).
-    "repeats": scores_of(members(list(STUDY.repeats)))
-    + runs_of(members(list(STUDY.repeats))),
-    # Tables 5 and 6 are read from the runs' recorded settings and serving, not the config.
-    "table5": served_runs(),
-    "table6": served_runs(),
-    # What each row costs, from its runs (the judge's rows from the judge cache, when there).
-    "deployment": runs_of(deployment_models()),
-    "quality_cost": runs_of(deployment_models())
-    + scores_of(deployment_models(), HOLDOUT_VIEW, layout.TIER1),
-}
-# Tables that read the held-out views scored Tier 1 only (--judge none: no judge key needed).
-TIER1_TABLES = {"table4", "quality_cost"}
+# What each paper table and figure reads, declared once in metrobench.paper.registry
+# (the same declarations `metrobench tables` builds from).
+TABLE_INPUTS = {name: registry.inputs(STUDY, name) for name in registry.TABLES}
+FIGURE_SOURCE = {name: figure.table for name, figure in registry.FIGURES.items()}
 
 
 def table_scores(table):
     """The scores folder a table (or a figure's table) reads."""
-    if table in TIER1_TABLES:
-        return paths.scores_root(HOLDOUT_VIEW, layout.TIER1)
-    return paths.scores_root(BENCH_VIEW)
-
-
-FIGURE_SOURCE = {
-    "figure2": "table2",
-    "figure3": "categories",
-    "figure4": "categories",
-    "figure5": "table4",
-    "figure-deployment": "quality_cost",
-}
+    return registry.scores_root(STUDY, table, paths.root)
 
 
 def gpu_jobs(wildcards):
@@ -430,6 +388,6 @@ def intermediate(path):
 
 
 # The runs the errata table rescores (default: the rule agent).
-ERRATA_MODELS = STATS.errata_models
+ERRATA_MODELS = STUDY.stats.errata_models
 # The models of the case viewer: the config's view.models, else the leaderboard's, else the rule agent.
 VIEW_MODELS = STUDY.view_models()

@@ -54,8 +54,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.retry import backoff_delay, retry_after
 from metrobench.transcripts.records import context_exceeded
 from metrobench.agents.runner.config import ModelConfig
-from metrobench.agents.runner.replies import (ChatReply, MalformedReply, chat_from_responses,  # noqa: F401
-                                              chat_reply, parse_body, responses_reply)
+from metrobench.agents.runner.replies import ChatReply, MalformedReply, chat_reply, parse_body, responses_reply
 
 #: Statuses retried within a run (the endpoint is busy or broken for now).
 TRANSIENT = frozenset({408, 429})

@@ -45,8 +45,8 @@ from metrobench.agents.runner.tool_parsing import TextCall, ToolParser, apply_to
 from metrobench.kiosk.tools.dispatch import call_tool
 from metrobench.kiosk.tools.session import ToolSession
 from metrobench.transcripts.records import CaseRecord, mark_ending
+from metrobench.vocabulary import SUBMIT_TOOL
 
-SUBMIT = "submit_assistant_state"
 
 
 def reshape(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +158,7 @@ class CaseRun:
                 if answer.ok:
                     entry = {"name": name, "arguments": arguments, "result": answer.body, "error": None}
                     content = json.dumps(answer.body)
-                    if name == SUBMIT and isinstance(answer.body, dict) and answer.body.get("accepted"):
+                    if name == SUBMIT_TOOL and isinstance(answer.body, dict) and answer.body.get("accepted"):
                         accepted = arguments
                 else:
                     entry = {"name": name, "arguments": arguments, "result": None, "error": answer.text}

@@ -10,8 +10,14 @@ per ending); one stopped by a fatal endpoint error (a refused key, an unknown
 model, a server that never answered) sends no further case. Every record carries
 the model-config fingerprint and its case's hash; a rerun under a different
 configuration, against a changed case or for another system refuses to mix
-them unless told to start over; the refusal of other settings names the fields that
-changed (``max_tokens 512 → 256``). ``set_aside`` (``--set-aside``, what the workflow
+them; the refusal of other settings names the fields that changed
+(``max_tokens 512 → 256``). A case's record is its last one a resume keeps
+(:func:`~metrobench.transcripts.records.current_records`); ``rerun_changed``
+(``--rerun-changed``, the remedy a changed case's refusal names) reruns exactly the
+selected cases whose data changed, their new records appended after the old, which stay;
+``restart`` (``--restart``) sets the whole transcript aside (:func:`restart_aside`) and
+starts a new one — a work transcript holds every view's paid-for cases, so it is never
+deleted. ``set_aside`` (``--set-aside``, what the workflow
 passes) starts a transcript made under other settings or serving afresh without losing
 it: the old file is renamed to ``<name>.<its fingerprint>.jsonl`` beside it (never over
 another file) and a new one begins, so a settings edit reruns and the paid-for cases stay. The whole run, resume check included, holds
@@ -41,12 +47,20 @@ from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.loop import run_case
 from metrobench.agents.serving_record import differences
 from metrobench.data.selection import Selection
-from metrobench.transcripts.records import (ENDINGS, CaseRecord, TranscriptWriter, ending, iter_transcript,
-                                            transcript_lock, write_transcript)
+from metrobench.transcripts.records import (ENDINGS, CaseRecord, TranscriptWriter, current_records, ending,
+                                            iter_transcript, rerun_on_resume, transcript_lock, write_transcript)
 
 
 def case_hash(case: Case) -> str:
     return hashlib.sha256(json.dumps(case.raw, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def changed_cases(current: dict[str, CaseRecord], hashes: dict[str, str]) -> list[str]:
+    """The cases of ``hashes`` (case id -> :func:`case_hash` now) whose current record was made for
+    other case data (``meta.case_sha``): what a resume refuses, or reruns with ``--rerun-changed``.
+    Shared with ``metrobench plan``, which counts them as case runs."""
+    return [case_id for case_id, record in current.items()
+            if case_id in hashes and record.meta.get("case_sha") != hashes[case_id]]
 
 
 def _shown(value: Any) -> str:
@@ -92,28 +106,52 @@ def set_aside(path: Path, fingerprint: str) -> Path:
     raise MetrobenchError(f"{path}: cannot set it aside: {stem}.{label}-N.jsonl taken up to 9999")
 
 
+def restart_aside(path: Path, stream: TextIO | None = None) -> Path | None:
+    """``--restart``: the transcript at ``path`` renamed aside (:func:`set_aside`, labelled with its
+    records' fingerprint) so the run starts a new one; never deleted, since a work transcript holds
+    every view's paid-for cases. Returns where it went (``None``: no transcript, or an empty one)."""
+    path = Path(path)
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    label = "restart"
+    try:
+        first = next(iter_transcript(path), None)
+    except MetrobenchError:
+        first = None  # unreadable: set aside all the same, under a plain label
+    if first is not None and first.meta.get("config"):
+        label = str(first.meta["config"])
+    aside = set_aside(path, label)
+    print(f"{path}: --restart: set aside as {aside}; starting afresh", file=stream or sys.stderr, flush=True)
+    return aside
+
+
 def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: bool,
                    system: str | None = None, serving: dict[str, Any] | None = None,
-                   set_aside_changed: bool = False, stream: TextIO | None = None) -> set[str]:
+                   set_aside_changed: bool = False, rerun_changed: bool = False,
+                   stream: TextIO | None = None) -> set[str]:
     """Ids already done in ``path``; drops retryable failures; refuses mismatched settings, serving or system.
 
+    A case's record is its current one (:func:`~metrobench.transcripts.records.current_records`: the
+    last a resume keeps). ``restart``: the transcript is set aside first (:func:`restart_aside`).
     ``set_aside_changed``: a transcript made under other settings or serving is renamed aside
-    (:func:`set_aside`, said on ``stream``) and the run starts a new one instead."""
+    (:func:`set_aside`, said on ``stream``) and the run starts a new one instead. ``rerun_changed``:
+    cases of ``cases`` whose data changed since their record was made (``meta.case_sha``) are not
+    done: the run appends their new records, which supersede the old ones (kept in the file); without
+    it such a case is refused, naming that remedy. No other case's record is touched."""
     path = Path(path)
-    if restart and path.exists():
-        path.unlink()
+    if restart:
+        restart_aside(path, stream)
     if not path.exists():
         return set()
     hashes = {c.id: case_hash(c) for c in cases}
     fingerprint = cfg.fingerprint()
-    keep: dict[str, CaseRecord] = {}  # of a case recorded twice, the last (latest_records, as it is scored)
-    redo = 0
-    for record in iter_transcript(path):
+    records = list(iter_transcript(path))
+    for record in records:
         recorded = record.system or SYSTEM_BY_PREFIX.get(record.case_id.split("-")[0], "")
         if system is not None and recorded != system:
             raise MetrobenchError(
                 f"{path}: case {record.case_id} is a {recorded or 'unknown system'} case, not {system}; "
-                f"write {system} to another file (or rerun with --restart to start over)")
+                f"write {system} to another file (or rerun with --restart to set it aside and start over)")
         config = record.meta.get("config")
         served_otherwise = differences(record.meta.get("serving"), serving) if serving else []
         if config != fingerprint or served_otherwise:
@@ -130,16 +168,21 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
             raise MetrobenchError(
                 f"{path}: case {record.case_id} {what}; rerun with --set-aside to keep it aside and start "
                 f"afresh, or write to another file")
-        if record.case_id in hashes and record.meta.get("case_sha") != hashes[record.case_id]:
-            raise MetrobenchError(
-                f"{path}: case {record.case_id} has changed since it was run; rerun with --restart")
-        if record.meta.get("retryable"):
-            redo += 1
-            continue
-        keep[record.case_id] = record
-    if redo:
-        write_transcript(path, keep.values())  # drop the failures that will be redone
-    return set(keep)
+    current = current_records(records)
+    changed = changed_cases(current, hashes)
+    if changed and not rerun_changed:
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        raise MetrobenchError(
+            f"{path}: case {changed[0]}{more} has changed in the data since it was run; rerun with "
+            f"--rerun-changed to redo only the changed cases (their old records stay in the file, superseded), "
+            f"every other case kept")
+    if changed:
+        print(f"{path}: {len(changed)} case{'s' if len(changed) != 1 else ''} changed in the data "
+              f"since run ({', '.join(changed)}): rerunning them; their old records stay, superseded",
+              file=stream or sys.stderr, flush=True)
+    if any(rerun_on_resume(record) for record in records):
+        write_transcript(path, [r for r in records if not rerun_on_resume(r)])  # drop the failures to redo
+    return set(current) - set(changed)
 
 
 class Progress:
@@ -275,16 +318,19 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
 def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path, *,
               base_url: str | None = None, restart: bool = False,
               progress_stream: TextIO | None = None, selection: Selection | None = None,
-              serving: dict[str, Any] | None = None, set_aside_changed: bool = False) -> RunSummary:
+              serving: dict[str, Any] | None = None, set_aside_changed: bool = False,
+              rerun_changed: bool = False) -> RunSummary:
     """Run ``cases`` (skipping those already in ``out``) and append their records to ``out``.
 
     ``selection``: how ``cases`` were chosen, recorded in each record for scoring; ``serving``:
     the serving record (:mod:`metrobench.agents.serving_record`), recorded in each record and
-    compared on resume; ``set_aside_changed``: a transcript made otherwise is set aside, not refused.
+    compared on resume; ``set_aside_changed``: a transcript made otherwise is set aside, not refused;
+    ``rerun_changed``: cases changed in the data since they were run are run again (:func:`prepare_resume`).
     """
     with transcript_lock(out):
         done = prepare_resume(out, cfg, cases, restart=restart, system=system.name, serving=serving,
-                              set_aside_changed=set_aside_changed, stream=progress_stream)
+                              set_aside_changed=set_aside_changed, rerun_changed=rerun_changed,
+                              stream=progress_stream)
         todo = order_for_cache([c for c in cases if c.id not in done])
         start = time.perf_counter()
         tally, stopped = _Tally(), None

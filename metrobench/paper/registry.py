@@ -1,0 +1,194 @@
+"""Every table and figure of the paper, declared once: what it reads, and what builds or draws it.
+
+Two readers, one declaration (in the manner of :mod:`metrobench.scoring.registry`):
+
+* the workflow (``workflow/rules/common.smk``) asks :func:`inputs` for a table's files, so
+  Snakemake reruns it exactly when something it reads changes;
+* ``metrobench tables`` (:func:`metrobench.paper.report.build_tables`) loops over
+  :data:`TABLES` and :data:`FIGURES` and builds what ``--only`` names.
+
+A table's models are resolved from the study config here (configured names, student groups
+expanded to their seeds and repeated models to their runs: ``StudyConfig.members``), so "every
+benchmarked model" and "Table 9's models" mean the same files on both sides. Adding a table
+is one :class:`Table` entry and one builder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from metrobench import layout
+from metrobench.paper import deployment, figures, serving_tables
+from metrobench.paper import tables as T
+
+if TYPE_CHECKING:
+    from metrobench.stats.cases import Cases
+    from metrobench.study import StudyConfig
+
+#: The view the held-out tables read (its scores Tier 1 only: no judge key needed).
+HOLDOUT_VIEW = "holdout"
+
+
+@dataclass
+class Sources:
+    """What a builder is given: the study config, the results folder and the table's scores folder
+    (read once, only by a builder that calls :meth:`cases`)."""
+
+    config: StudyConfig
+    results: Path
+    scores: Path
+    _cases: list[Cases] = field(default_factory=list)
+
+    def cases(self) -> Cases:
+        if not self._cases:
+            from metrobench.scoring.store import read_scores
+            from metrobench.stats.cases import load_case_scores
+
+            self._cases.append(load_case_scores(read_scores(self.scores)))
+        return self._cases[0]
+
+
+def _none(study: StudyConfig) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table: the models whose scores and runs it reads, other files, and its builder.
+
+    ``scores``/``runs`` give run names (seeds and repeats expanded); scores are read from the
+    benchmark's view scored Tier 1 + 2, or with ``tier1`` from the held-out view scored Tier 1
+    only; runs always from the benchmark's view. ``files`` gives other inputs under the results
+    folder (a :func:`metrobench.layout.under` namespace)."""
+
+    name: str
+    build: Callable[[Sources], pd.DataFrame]
+    scores: Callable[[StudyConfig], list[str]] = _none
+    runs: Callable[[StudyConfig], list[str]] = _none
+    files: Callable[[StudyConfig, object], list[str]] = lambda study, paths: []
+    tier1: bool = False
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure, drawn from one table's frame (the table is built for it, not written)."""
+
+    name: str
+    table: str
+    draw: Callable[[dict[str, pd.DataFrame], StudyConfig, Path], None]
+    #: why the frame cannot be drawn, or None (e.g. the baseline has no scores)
+    check: Callable[[dict[str, pd.DataFrame], StudyConfig], str | None] = lambda frames, study: None
+
+
+# --- the models each table reads -------------------------------------------------------------
+
+def _students(study: StudyConfig) -> list[str]:
+    return layout.student_models(study.seeds())
+
+
+def _leaderboard(study: StudyConfig) -> list[str]:
+    return study.members([row.model for row in study.leaderboard])
+
+
+def _table4(study: StudyConfig) -> list[str]:
+    bases = [spec.base_model for spec in study.students.values()]
+    published = [spec.published for spec in study.students.values() if spec.published]
+    return bases + _students(study) + published
+
+
+def _student_files(*kinds: str) -> Callable[[StudyConfig, object], list[str]]:
+    def files(study: StudyConfig, paths) -> list[str]:
+        seeds = study.seeds()
+        return [getattr(paths, kind)(*layout.student_of(seeds, m)) for kind in kinds for m in _students(study)]
+    return files
+
+
+def _bootstrap(study: StudyConfig) -> list[str]:
+    return study.members(study.stats_models(study.stats.bootstrap_models))
+
+
+def _served(study: StudyConfig) -> list[str]:
+    """Tables 5 and 6: one run a leaderboard row (its first seed or run), and Table 3's models."""
+    rows = [study.members([r.model])[0] for r in study.leaderboard if not r.reference]
+    return list(dict.fromkeys(rows + [cell.model for cell in study.sensitivity]))
+
+
+def _deployment(study: StudyConfig) -> list[str]:
+    """Every run of each non-reference leaderboard row (seeds pooled)."""
+    return study.members([r.model for r in study.leaderboard if not r.reference])
+
+
+# --- the declarations --------------------------------------------------------------------------
+
+TABLES: dict[str, Table] = {t.name: t for t in [
+    Table("table2", lambda s: T.table2(s.cases(), s.config, s.results), scores=_leaderboard),
+    Table("table3", lambda s: T.table3(s.cases(), s.config),
+          scores=lambda study: [cell.model for cell in study.sensitivity]),
+    Table("table4", lambda s: T.table4(s.cases(), s.config, s.results), scores=_table4,
+          files=_student_files("gguf_sizes"), tier1=True),
+    Table("table7", lambda s: T.table7(s.results), files=lambda study, paths: [paths.teacher_composition()]),
+    Table("table8", lambda s: T.table8(s.config, s.results), files=_student_files("adapter_dir", "gguf_sizes")),
+    Table("table9", lambda s: pd.concat([T.table9(s.cases(), s.config, "full"),
+                                         T.table9(s.cases(), s.config, "holdout")]), scores=_bootstrap),
+    Table("table10", lambda s: T.table10(s.cases(), s.config),
+          scores=lambda study: study.members([m for pair in study.stats.comparisons for m in pair])),
+    Table("protocol", lambda s: T.protocol(s.config, s.results), scores=_bootstrap, runs=_bootstrap),
+    # Tables 5 and 6 are read from the runs' recorded settings and serving, not the config.
+    Table("table5", lambda s: serving_tables.table5(s.config, s.results), runs=_served),
+    Table("table6", lambda s: serving_tables.table6(s.config, s.results), runs=_served),
+    Table("categories", lambda s: T.category_matrix(s.cases(), s.config, "holdout"),
+          scores=lambda study: study.members(study.stats_models(study.stats.category_models))),
+    # Run to run: each repeat's Tier 1 (scores) and accepted submissions (transcripts).
+    Table("repeats", lambda s: T.repeats(s.cases(), s.config, s.results),
+          scores=lambda study: study.members(list(study.repeats)),
+          runs=lambda study: study.members(list(study.repeats))),
+    # What each row costs, from its runs (the judge's rows from the judge cache, when there).
+    Table("deployment", lambda s: deployment.deployment(s.config, s.results, s.scores), runs=_deployment),
+    Table("quality_cost", lambda s: deployment.quality_cost(s.cases(), s.config, s.results),
+          scores=_deployment, runs=_deployment, tier1=True),
+]}
+
+
+def _baseline_missing(frames: dict[str, pd.DataFrame], study: StudyConfig) -> str | None:
+    return None if study.stats.baseline in set(frames["categories"]["model"]) else "no scores for the baseline"
+
+
+FIGURES: dict[str, Figure] = {f.name: f for f in [
+    Figure("figure2", "table2", lambda frames, study, path: figures.figure2(frames["table2"], path)),
+    Figure("figure3", "categories", lambda frames, study, path: figures.figure3(frames["categories"], path)),
+    Figure("figure4", "categories",
+           lambda frames, study, path: figures.figure4(frames["categories"], study.stats.baseline, path),
+           check=_baseline_missing),
+    Figure("figure5", "table4", lambda frames, study, path: figures.figure5(frames["table4"], path)),
+    Figure("figure-deployment", "quality_cost",
+           lambda frames, study, path: figures.figure_deployment(frames["quality_cost"], path)),
+]}
+
+
+def table_of(name: str) -> Table:
+    """The table a table or figure name reads (a figure: its source table)."""
+    return TABLES[FIGURES[name].table] if name in FIGURES else TABLES[name]
+
+
+def scores_root(study: StudyConfig, name: str, root: str) -> str:
+    """The scores folder a table (or a figure's table) reads."""
+    if table_of(name).tier1:
+        return layout.scores_root(HOLDOUT_VIEW, layout.TIER1, root=root)
+    return layout.scores_root(study.bench.partition, root=root)
+
+
+def inputs(study: StudyConfig, name: str) -> list[str]:
+    """Every file a table (or a figure's table) reads, under the config's results folder:
+    its models' scores and runs, one per system, and its other files."""
+    table = table_of(name)
+    paths = layout.under(study.results)
+    partition, tiers = (HOLDOUT_VIEW, layout.TIER1) if table.tier1 else (study.bench.partition, layout.TIER2)
+    systems = list(study.systems)
+    scores = [paths.scores_path(m, s, partition, tiers) for m in table.scores(study) for s in systems]
+    runs = [paths.run_path(m, s, study.bench.partition) for m in table.runs(study) for s in systems]
+    return scores + runs + table.files(study, paths)
