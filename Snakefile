@@ -26,6 +26,7 @@ include: "workflow/rules/teacher.smk"
 include: "workflow/rules/peft.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/stats.smk"
+include: "workflow/rules/calibration.smk"
 
 
 rule all:

@@ -198,6 +198,16 @@ def result(name: str, root: str = RESULTS) -> str:
     return f"{root}/{name}"
 
 
+def calibration_sample(root: str = RESULTS) -> str:
+    """Table 1's calibration sample: the pairs the judges and people rate (published blind file's shape)."""
+    return f"{root}/calibration/sample.json"
+
+
+def calibration_judges(root: str = RESULTS) -> str:
+    """The judges' ratings of the calibration sample (id, one column per judge), beside its judge cache."""
+    return f"{root}/calibration/judges.csv"
+
+
 def table_path(name: str, root: str = RESULTS, suffix: str = ".csv") -> str:
     """A paper table (``.csv``, ``.md`` beside it) or figure (``.png``): ``<root>/<name><suffix>``."""
     return f"{root}/{name}{suffix}"

@@ -141,6 +141,46 @@ class Scoring(Section):
                         "empty: the reference's scores")
 
 
+class CalibrationJudge(Section):
+    """One more judge for Table 1 (the configured scoring judge always rates first)."""
+
+    judge: Literal["anthropic", "openai"] = Field(description="its backend: anthropic or openai "
+                                                             "(any OpenAI-compatible endpoint)")
+    model: str | None = Field(None, description="its model id (anthropic default: claude-haiku-4-5-20251001); "
+                                                "the name of its ratings column")
+    url: Annotated[str, AfterValidator(_checked(url_problem))] | None = Field(
+        None, description="its endpoint (openai)")
+    key_env: Annotated[str, AfterValidator(_checked(env_name_problem))] | None = Field(
+        None, description="environment variable holding its key")
+
+    @model_validator(mode="after")
+    def _openai_names_its_model(self) -> "CalibrationJudge":
+        if self.judge == "openai" and not self.model:
+            raise ValueError("an openai judge needs its model id (model)")
+        return self
+
+
+class Calibration(Section):
+    """Table 1, the judge's calibration (metrobench/calibration/): the sample, its raters, the table."""
+
+    sample: Literal["published", "select"] = Field(
+        "published", description="published: the benchmark's blind 100-pair sample "
+                                 "(dashboard/calibration_cases_blind.json); select: pairs drawn from "
+                                 "calibration.model's scored runs, stratified by rubric")
+    model: str | None = Field(None, description="the model whose scored runs `select` draws from")
+    count: int = Field(100, ge=1, description="pairs `select` draws")
+    seed: int = Field(42, description="seed of `select`'s draw")
+    judges: list[CalibrationJudge] = Field([], description="judges rating the sample beside the scoring judge")
+    ratings: Annotated[list[str], *Unique] = Field(
+        [], description="people's ratings: CSV files, a pair id column (id) then one 0/1/2 column per rater")
+
+    @model_validator(mode="after")
+    def _select_names_a_model(self) -> "Calibration":
+        if self.sample == "select" and not self.model:
+            raise ValueError("sample: select draws from a model's scored runs: name it in calibration.model")
+        return self
+
+
 class Bench(Section):
     partition: Literal[SELECTIONS] = Field("all", description="the cases each model runs")  # type: ignore[valid-type]
     sample: int | None = Field(None, ge=1, description="a stratified sample of N cases per system (CPU studies)")
@@ -357,6 +397,8 @@ class StudyConfig(Section):
     leaderboard: list[LeaderboardRow] = Field([], description="Table 2's rows")
     sensitivity: list[SensitivityCell] = Field([], description="Table 3's cells")
     stats: Stats = Field(Stats(), description="bootstrap settings and the models of Tables 9, 10, Figure 4")
+    calibration: Calibration = Field(Calibration(), description="Table 1: the judge's calibration sample, "
+                                                                "its judges and people's ratings")
     report: Report = Field(Report(), description="what `rule all` reports")
     view: View = Field(View(), description="the case viewer (results/view)")
     downloads: Downloads = Field(Downloads(), description="models fetched from the hub by name, locked (metrobench/hub/)")

@@ -107,6 +107,8 @@ def _add_view(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--partition", default=WHOLE_IN_REPORTS, choices=REPORT_PARTITIONS,
                    help="cases to show (default: every scored case)")
     p.add_argument("--out", default="site", help="folder for the site (replaced)")
+    p.add_argument("--calibration", metavar="SAMPLE", help="a calibration sample (calibration-sample's --out): "
+                                                          "adds calibrate.html, the page to rate it on")
     p.set_defaults(func=cmd_view)
 
 
@@ -114,10 +116,11 @@ def cmd_view(args: argparse.Namespace) -> int:
     from metrobench.viewer import build_site
 
     site = build_site(Path(args.runs), Path(args.scores), Path(args.out), models=args.model,
-                      data=args.data, partition=args.partition)
+                      data=args.data, partition=args.partition, calibration=args.calibration)
     missing = f", {site.without_record} without a transcript record" if site.without_record else ""
     print(f"wrote {site.out}/index.html: {len(site.models)} model(s), {site.case_pages} case pages"
-          f"{missing}, {site.compare_pages} side-by-side pages")
+          f"{missing}, {site.compare_pages} side-by-side pages"
+          + (", calibrate.html" if args.calibration else ""))
     return 0
 
 

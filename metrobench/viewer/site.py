@@ -77,15 +77,32 @@ def _render_all(tmp: Path, by_model: dict[str, list[CaseView]], by_case: dict[st
     return len(compared)
 
 
+def _rating_page(sample: str | Path, data: str | Path | None) -> str:
+    """The rating page of a calibration sample, checked against the benchmark first."""
+    import hashlib
+
+    from metrobench.calibration.sample import load_sample
+    from metrobench.data import Benchmark
+    from metrobench.viewer.calibrate import calibrate_page
+
+    loaded = load_sample(sample, Benchmark.open(data))
+    digest = hashlib.sha256(Path(sample).read_bytes()).hexdigest()[:16]
+    return calibrate_page(loaded.pairs, digest)
+
+
 def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None = None,
-               data: str | Path | None = None, partition: str = "full") -> SiteSummary:
+               data: str | Path | None = None, partition: str = "full",
+               calibration: str | Path | None = None) -> SiteSummary:
     """The whole site for the chosen models (default: every model in the scores).
 
     With the benchmark at ``data`` (default ``$METROBENCH_DATA``) pages show each
     case's title, and records without messages get their prompt and user turns
-    rebuilt; without it those cases show their tool calls only.
+    rebuilt; without it those cases show their tool calls only. With a ``calibration``
+    sample the site also holds ``calibrate.html``, the page people rate it on
+    (:mod:`metrobench.viewer.calibrate`).
     """
     check_out(Path(out))
+    rating_page = _rating_page(calibration, data) if calibration is not None else None
     views = load_scores(scores, models, partition)
     if not views:
         raise MetrobenchError(f"{scores}: no scored cases in partition {partition}")
@@ -106,5 +123,7 @@ def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None 
         group.sort(key=lambda v: order.index(v.model))
     with atomic_dir(out) as tmp:
         compare_pages = _render_all(tmp, by_model, by_case)
+        if rating_page is not None:
+            _write(tmp / "calibrate.html", rating_page)
         (tmp / MARKER).write_text("written by metrobench view; a rebuild replaces this folder\n")
     return SiteSummary(Path(out), order, len(views), compare_pages, len(views) - attached)

@@ -97,6 +97,8 @@ rule view:
     input:
         runs=runs_of(VIEW_MODELS),
         scores=scores_of(VIEW_MODELS),
+        # the rating page of Table 1's sample (calibrate.html; workflow/rules/calibration.smk)
+        calibration=paths.calibration_sample(),
     output:
         directory(paths.viewer_dir()),
     log:
@@ -110,4 +112,4 @@ rule view:
         models=" ".join(f"--model {m}" for m in VIEW_MODELS),
     shell:
         "metrobench view {params.data} --runs {params.runs} --scores {params.scores} {params.models}"
-        " --out {output} > {log} 2>&1"
+        " --calibration {input.calibration} --out {output} > {log} 2>&1"
