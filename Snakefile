@@ -37,4 +37,4 @@ rule all:
             paths.summary_path("{model}"),
             model=STUDY.bench.run,
         ),
-        [paths.result(target) for target in STUDY.report.targets],
+        [paths.result(target) for target in STUDY.report_targets()],

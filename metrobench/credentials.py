@@ -10,6 +10,8 @@ pasted where its variable's name belongs is never printed back. A URL
 credentials (``https://user:secret@host``), valid or not: the HTTP client would
 send them as Basic auth instead of the API key. :func:`url_problem` refuses one,
 and any message that quotes a URL quotes it through :func:`redact_url`.
+:func:`is_loopback` tells an endpoint on this machine (127.0.0.0/8, ``localhost``, ``::1``): a
+local OpenAI-compatible server needs no key, so its ``api_key_env`` may be left out.
 The standard library only: the configs and the command line both import it.
 """
 
@@ -67,3 +69,22 @@ def scrub(text: str, *secrets: str | None) -> str:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "***")
     return text
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url``'s host is this machine: ``localhost``, 127.0.0.0/8 or ``::1`` (never a lookup)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if host.rstrip(".").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

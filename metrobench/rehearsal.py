@@ -301,7 +301,7 @@ def targets_of(workdir: Path) -> tuple[Any, dict[str, int], list[str]]:
     missing = [k for k in ("api_port", "hub_port", "cdn_port") if not isinstance(ports.get(k), int)]
     if missing:
         raise MetrobenchError(f"{OVERLAY}: x-rehearsal: give {missing[0]} (a port on 127.0.0.1)")
-    return study, ports, [layout.result(target, study.results) for target in study.report.targets]
+    return study, ports, [layout.result(target, study.results) for target in study.report_targets()]
 
 
 def rehearse(workdir: Path, data: Path, cores: int) -> str:

@@ -116,8 +116,9 @@ def _checked(problem: Callable[[str], str | None]) -> Callable[[str], str]:
 
 
 class Data(Section):
-    path: str | None = Field(None, description="local benchmark root; empty to fetch the pinned commit "
-                                              "into results/data/")
+    path: str | None = Field(None, description="local benchmark root; empty: $METROBENCH_DATA, else "
+                                              "../shared/metrollm-bench, else .data/metrollm-bench (as the "
+                                              "commands find it), else the pinned commit fetched into results/data/")
     commit: str = Field(pinned_release().commit, pattern=r"^[0-9a-f]{40}$",
                         description="the benchmark commit fetched when path is empty")
 
@@ -251,8 +252,10 @@ class Stats(Section):
 
 
 class Report(Section):
-    targets: list[str] = Field([], description="what `rule all` builds beside the summaries: files and folders "
-                                               "named inside the results folder (table2.csv, view)")
+    targets: list[str] | None = Field(None, description="what `rule all` builds beside the summaries: files and "
+                                                        "folders named inside the results folder (table2.csv, view); "
+                                                        "unset: table2.csv (given a leaderboard) and view "
+                                                        "(StudyConfig.report_targets)")
     notes: dict[str, str] = Field({}, description="table name -> a note printed under its Markdown table "
                                                   "(what a miniature study can and cannot show)")
 
@@ -462,6 +465,13 @@ class StudyConfig(Section):
         repeat = self.repeat_of(model)
         return repeat[0] if repeat else model
 
+    def report_targets(self) -> list[str]:
+        """What `rule all` builds and so `snakemake --report` shows: ``report.targets``, else Table 2
+        (where the leaderboard has rows) and the case viewer, so a small study's report is not empty."""
+        if self.report.targets is not None:
+            return list(self.report.targets)
+        return (["table2.csv"] if self.leaderboard else []) + ["view"]
+
     def unknown_model(self, model: str) -> str | None:
         """Why ``model`` names no run of this config, in words (``None``: the rule agent, a configured
         model, one of its ``repeats`` runs, or a configured student seed). What the workflow and
@@ -646,7 +656,7 @@ def _check_contexts(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
 def _check_targets(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
     """Report targets are named inside the results folder: ``table2.csv``, not ``results/table2.csv``."""
     root = study.results.rstrip("/") + "/"
-    for i, target in enumerate(study.report.targets):
+    for i, target in enumerate(study.report.targets or []):
         if target.startswith(root) or Path(target).is_absolute():
             where = ("report", "targets", i)
             raise DataError(_source(sources, where), f"{target}: name it inside the results folder "
@@ -810,7 +820,7 @@ def main(argv: list[str] | None = None) -> int:
         load_study(args.config)
     except MetrobenchError as exc:
         print(f"metrobench: error: {exc}", file=sys.stderr)
-        return 1
+        return 2   # a user error, as every metrobench command reports one
     print(f"ok: {', '.join(args.config) or 'the defaults'}")
     return 0
 

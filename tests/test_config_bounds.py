@@ -35,7 +35,7 @@ def check_config(tmp_path: Path, text: str) -> tuple[int, list[str]]:
 ])
 def test_a_value_that_would_take_the_machine_is_one_line(tmp_path, text, field, says):
     code, err = check_config(tmp_path, text)
-    assert code == 1 and len(err) == 1, err
+    assert code == 2 and len(err) == 1, err
     assert err[0].startswith(f"metrobench: error: {tmp_path / 'study.yaml'}: field {field}: ") and says in err[0]
 
 
@@ -45,7 +45,7 @@ def test_nested_yaml_aliases_are_refused_before_they_expand(tmp_path):
     lines += [f"x-a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
     lines += ["models:", "  m: {provider: llama_cpp, extra_body: {bomb: *a8}}"]
     code, err = check_config(tmp_path, "\n".join(lines) + "\n")
-    assert code == 1 and err == [f"metrobench: error: {tmp_path / 'study.yaml'}: more than 1,000,000 values once "
+    assert code == 2 and err == [f"metrobench: error: {tmp_path / 'study.yaml'}: more than 1,000,000 values once "
                                  "its YAML aliases (*name) are expanded: not a config (a nest of aliases?)"]
 
 
@@ -66,7 +66,7 @@ def test_a_model_named_like_a_student_is_one_line(tmp_path, model, says):
     # issue 41, class 2: the workflow served the student in the configured model's place, silently
     code, err = check_config(tmp_path, f"models:\n  {model}: {{provider: llama_cpp}}\n"
                                        "students:\n  4b: {base_model: m, recipe: peft/recipes/4b.yaml, seeds: [42]}\n")
-    assert code == 1 and err == [f"metrobench: error: {tmp_path / 'study.yaml'}: field models.{model}: {says}"]
+    assert code == 2 and err == [f"metrobench: error: {tmp_path / 'study.yaml'}: field models.{model}: {says}"]
     # a seed the config does not train, or another size, is a model name like any other
     other = "4b-peft-s43" if model.endswith("42") else "2b-peft"
     code, err = check_config(tmp_path, f"models:\n  {other}: {{provider: llama_cpp}}\n"

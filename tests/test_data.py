@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -120,13 +121,41 @@ def test_cli_reports_user_error_without_traceback(broken_root, capsys):
 
 def test_resolve_root_errors(tmp_path, monkeypatch):
     monkeypatch.delenv("METROBENCH_DATA", raising=False)
-    with pytest.raises(MetrobenchError, match="METROBENCH_DATA"):
+    monkeypatch.chdir(tmp_path)                      # no shared copy nor clone beside it
+    with pytest.raises(MetrobenchError, match="METROBENCH_DATA .*nor is there ../shared/metrollm-bench or "
+                                              ".data/metrollm-bench here"):
         resolve_root(None)
     with pytest.raises(MetrobenchError, match="has no cases/ folder"):
         resolve_root(tmp_path)
     monkeypatch.setenv("METROBENCH_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(MetrobenchError, match="from METROBENCH_DATA"):
         resolve_root(None)
+
+
+def test_the_root_is_data_then_the_environment_then_the_shared_copy_then_the_pinned_clone(
+        tmp_path, monkeypatch, root):
+    # issue 44: the order the commands and the workflow (workflow/rules/common.smk) share
+    from metrobench.data.root import locate_root
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    monkeypatch.chdir(checkout)
+    monkeypatch.delenv("METROBENCH_DATA", raising=False)
+    assert locate_root(None) == (None, "")
+    (checkout / ".data").mkdir()
+    (checkout / ".data" / "metrollm-bench").symlink_to(root)
+    assert locate_root(None) == (Path(".data/metrollm-bench"), "the pinned clone .data/metrollm-bench")
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "metrollm-bench").symlink_to(root)
+    assert locate_root(None) == (Path("../shared/metrollm-bench"), "the shared copy ../shared/metrollm-bench")
+    assert resolve_root(None) == Path("../shared/metrollm-bench")
+    monkeypatch.setenv("METROBENCH_DATA", str(root))
+    assert locate_root(None) == (root, "METROBENCH_DATA")
+    assert locate_root("elsewhere", source="data.path") == (Path("elsewhere"), "data.path")
+    (tmp_path / "shared" / "metrollm-bench").unlink()
+    (tmp_path / "shared" / "metrollm-bench").mkdir()                # not a benchmark root: passed over
+    monkeypatch.delenv("METROBENCH_DATA")
+    assert locate_root(None)[0] == Path(".data/metrollm-bench")
 
 
 def test_cli_module_entry_point(root):

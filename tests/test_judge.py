@@ -172,3 +172,68 @@ def test_cli_scores_with_the_anthropic_judge(api, tmp_path, root, capsys):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     assert SECRET not in out + summary
+
+
+def test_unparseable_judge_replies_are_counted_beside_the_scores(tmp_path, root, capsys, monkeypatch):
+    # issue 44: a judge answering in the wrong format is scored 1 of 2 (the reference's rule, kept),
+    # and `score` says how many replies that was, per run and in all, cached or new
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    run = tmp_path / "runs" / "marta.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "marta", "--partition", "holdout",
+                 "--sample", "6", "--out", str(run)]) == 0
+    chatty = "can use only these tools"          # scope_adherence's rubric: answered without a score
+
+    def reply(prompt: str) -> str:
+        return "The kiosk stayed in scope, I would say 2." if chatty in prompt else "Score: 2 | fine"
+
+    with FakeMessagesAPI(reply) as api:
+        args = ["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "scores"),
+                "--judge", "anthropic", "--judge-url", api.url]
+        assert main(args) == 0
+        assert main(args) == 0                   # from the cache: counted the same
+        prompts = [m if isinstance(m := r["body"]["messages"][0]["content"], str)
+                   else "".join(part["text"] for part in m) for r in api.requests]
+    out = capsys.readouterr().out
+    unread = sum(chatty in p for p in prompts)
+    assert 0 < unread < len(prompts)
+    assert out.count(f", {unread} judge replies unparseable (scored 1 of 2) -> ") == 2, out
+    assert f"0 cached, {len(prompts)} new judgments; {unread} of {len(prompts)} replies unparseable" in out
+    assert f"{len(prompts)} cached, 0 new judgments; {unread} of {len(prompts)} replies unparseable" in out
+    import pandas as pd
+
+    frame = pd.read_parquet(tmp_path / "scores")
+    scope = frame[frame["component"] == "scope_adherence"]
+    assert len(scope) == 6 and scope["judged"].all()
+
+
+def test_the_judge_stand_in_serves_a_try_out_of_the_openai_judge(tmp_path, root, capsys, monkeypatch):
+    # issue 44: `metrobench serve-standin judge` for a try-out: its first line says how to score with it,
+    # and `score --judge openai` then judges every judged component, without a key, reproducibly
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = tmp_path / "runs" / "doha.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
+                 "--sample", "4", "--out", str(run)]) == 0
+    server = subprocess.Popen([sys.executable, "-m", "metrobench", "serve-standin", "judge", "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = server.stdout.readline()
+        flags = first.split("metrobench score ... ", 1)[1].split(";", 1)[0].split()
+        assert flags[:2] == ["--judge", "openai"] and flags[-2:] == ["--judge-model", "standin"], first
+        frames = []
+        for out in ("a", "b"):
+            assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / out),
+                         "--judge-cache", str(tmp_path / f"{out}.cache.jsonl"), *flags]) == 0
+            frames.append(pd.read_parquet(tmp_path / out).sort_values(["case_id", "component"], ignore_index=True))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    printed = capsys.readouterr().out
+    judged = frames[0][frames[0]["judged"]]
+    assert len(judged) > 0 and judged["score"].notna().all()
+    assert printed.count(f"0 cached, {len(judged)} new judgments; 0 of {len(judged)} replies unparseable") == 2
+    pd.testing.assert_frame_equal(frames[0], frames[1])                 # the same prompts, the same grades

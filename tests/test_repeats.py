@@ -191,15 +191,15 @@ def check_config(tmp_path: Path, text: str) -> tuple[int, str]:
 
 def test_a_bad_repeats_is_one_error_line_naming_the_file_and_field(tmp_path):
     code, err = check_config(tmp_path, "models:\n  m: {provider: llama_cpp, repeats: 0}\n")
-    assert code == 1 and err.splitlines() == [
+    assert code == 2 and err.splitlines() == [
         f"metrobench: error: {tmp_path / 'study.yaml'}: field models.m.repeats: Input should be greater than or "
         "equal to 1"]
     code, err = check_config(tmp_path, "models:\n  m: {repeats: 2}\n  m-rep2: {}\n")
-    assert code == 1 and err.splitlines() == [
+    assert code == 2 and err.splitlines() == [
         f"metrobench: error: {tmp_path / 'study.yaml'}: field models.m.repeats: repeat m-rep2 of m has the name "
         "of another model: rename one of them"]
     code, err = check_config(tmp_path, "student_serving: {repeats: 2}\n")
-    assert code == 1 and "field student_serving.repeats: students repeat by seed" in err and len(err.splitlines()) == 1
+    assert code == 2 and "field student_serving.repeats: students repeat by seed" in err and len(err.splitlines()) == 1
     assert check_config(tmp_path, "models:\n  m: {provider: llama_cpp, repeats: 3}\n")[0] == 0
 
 

@@ -155,3 +155,27 @@ def test_tables_command_reports_a_bad_config_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"metrobench: error: {bad}: field stats.n_resamples: Input should be greater than or equal "
                    "to 100"]
+
+
+def test_checking_a_bad_config_from_the_command_line_is_one_line_and_status_2(tmp_path):
+    # issue 44: README promises status 2 for a user error; `python -m metrobench.study` gave 1
+    import subprocess
+    import sys
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("bench: {partition: everything}\n")
+    proc = subprocess.run([sys.executable, "-m", "metrobench.study", str(bad)], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("metrobench: error: ") and "bad.yaml" in proc.stderr
+    good = subprocess.run([sys.executable, "-m", "metrobench.study"], capture_output=True, text=True)
+    assert (good.returncode, good.stdout) == (0, "ok: the defaults\n")
+
+
+def test_report_targets_default_to_table2_and_the_viewer():
+    # issue 44: a config that names no report targets still gets a Results section
+    assert StudyConfig().report_targets() == ["view"]                    # no leaderboard: no Table 2 to build
+    ranked = StudyConfig(leaderboard=[{"model": "rule-agent", "reference": True}])
+    assert ranked.report_targets() == ["table2.csv", "view"]
+    chosen = StudyConfig(leaderboard=[{"model": "rule-agent"}], report={"targets": ["table9.csv"]})
+    assert chosen.report_targets() == ["table9.csv"]
+    assert StudyConfig(report={"targets": []}).report_targets() == []   # an explicit empty list: nothing

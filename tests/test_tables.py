@@ -640,6 +640,25 @@ def test_table2_refuses_a_model_whose_systems_ran_under_different_settings(tmp_p
     assert (tmp_path / "table2.csv").read_bytes() == made         # the old table stays, none half-written
 
 
+@pytest.mark.parametrize("only, config, why", [
+    ("table2", {}, "built nothing: table2:"),                          # no leaderboard: Table 2 skipped, said why
+    ("table99", {"leaderboard": [{"model": "m1"}]}, "built nothing: no table or figure has that name"),
+])
+def test_tables_only_that_builds_nothing_fails_saying_why(tmp_path, capsys, only, config, why):
+    # issue 44: `--only` names what the caller (a rule) needs; building none of it is an error
+    from metrobench.cli import main
+
+    scores = _write_parquet(synthetic_table(), tmp_path / "scores")
+    path = tmp_path / "study.yaml"
+    path.write_text(json.dumps(config))
+    assert main(["tables", "--scores", str(scores), "--config", str(path), "--out", str(tmp_path),
+                 "--only", only]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"metrobench: error: tables: --only {only} built nothing") and why in err, err
+    assert err.count("\n") == 1 and not list(tmp_path.glob("table*"))
+
+
+
 def test_the_registry_names_what_each_table_reads_once_for_the_workflow_and_the_command():
     """Issue 42: one declaration per table; the rules' inputs and `metrobench tables` read it."""
     from metrobench.paper import registry

@@ -21,9 +21,13 @@ BIN = Path(sys.executable).parent
 ENV = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
-def snakemake(cwd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=ENV,
+def snakemake(cwd: Path, *args: str, timeout: int = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, env=ENV if env is None else env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+#: The environment of a fresh clone: no METROBENCH_DATA (the workflow then looks beside the checkout).
+BARE = {k: v for k, v in ENV.items() if k != "METROBENCH_DATA"}
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -44,7 +48,7 @@ def test_lint_and_snakefmt():
 @pytest.mark.slow
 def test_paper_plan_for_table4(tmp_path):
     cwd = workflow_copy(tmp_path)
-    plan = snakemake(cwd, "-n", "results/table4.csv")
+    plan = snakemake(cwd, "-n", "results/table4.csv", env=BARE)
     assert plan.returncode == 0, plan.stderr[-2000:]
     counts = job_counts(plan.stdout)
     assert counts == {
@@ -60,6 +64,88 @@ def test_paper_plan_for_table4(tmp_path):
     trainset = snakemake(cwd, "-n", "-p", "results/teacher/dataset.jsonl").stdout
     assert "--partition train" in trainset
     assert all(f"--recipe peft/recipes/{size}.yaml" in trainset for size in ("2b", "4b", "9b", "27b"))
+
+
+@pytest.mark.slow
+def test_the_workflow_finds_the_data_as_the_commands_do_and_says_which(tmp_path, root):
+    # issue 44: data.path, else $METROBENCH_DATA, else the shared copy beside the checkout, else the
+    # pinned clone (fetched); the plan's first line says which (metrobench.data.root.locate_root)
+    (tmp_path / "checkout").mkdir()
+    cwd = workflow_copy(tmp_path / "checkout")
+    target = ("-n", "-p", "results/partition.json")
+
+    bare = snakemake(cwd, *target, env=BARE)
+    assert bare.returncode == 0, bare.stderr[-2000:]
+    assert "benchmark data: results/data/metrollm-bench (the pinned clone, fetched at data.commit)" in bare.stderr
+    assert job_counts(bare.stdout)["fetch_data"] == 1
+
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "metrollm-bench").symlink_to(root)
+    shared = snakemake(cwd, *target, env=BARE)
+    assert "benchmark data: ../shared/metrollm-bench (from the shared copy ../shared/metrollm-bench)" \
+        in shared.stderr, shared.stderr[-2000:]
+    assert "fetch_data" not in job_counts(shared.stdout)
+    assert "metrobench verify-data --data ../shared/metrollm-bench" in shared.stdout
+
+    env = snakemake(cwd, *target, env=dict(BARE, METROBENCH_DATA=str(root)))
+    assert f"benchmark data: {root} (from METROBENCH_DATA)" in env.stderr
+    assert f"metrobench verify-data --data {root} " in env.stdout and "fetch_data" not in job_counts(env.stdout)
+
+    configured = snakemake(cwd, *target, "--config", f"data={{path: {root}}}", env=dict(BARE, METROBENCH_DATA="/x"))
+    assert f"benchmark data: {root} (from data.path)" in configured.stderr
+
+
+@pytest.mark.slow
+def test_a_failed_jobs_log_is_printed_under_its_error(tmp_path, root):
+    # issue 44: show-failed-logs in the profiles; the log's own error line reaches the terminal
+    for profile in ("default", "slurm"):
+        assert yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())["show-failed-logs"] is True
+    cwd = workflow_copy(tmp_path)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for sub in ("cases", "data/systems", "data/splits"):
+        (bad / sub).mkdir(parents=True)                 # laid out as a root, no file in it: verify-data fails
+    run = snakemake(cwd, "results/data/verified.json", "--cores", "1", "--config", f"data={{path: {bad}}}",
+                    timeout=300)
+    assert run.returncode != 0
+    assert "metrobench: error:" in run.stderr and "logs/data/verify.log" in run.stderr, run.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_config_without_report_targets_builds_table2_and_the_viewer(tmp_path, root):
+    # issue 44: report.targets unset -> `rule all` (and so `snakemake --report`) has Table 2 and the viewer
+    cwd = workflow_copy(tmp_path)
+    (cwd / "mine.yaml").write_text(yaml.safe_dump({
+        "data": {"path": str(root)}, "scoring": {"judge": "none"},
+        "leaderboard": [{"model": "rule-agent", "reference": True}]}))
+    plan = snakemake(cwd, "-n", "--configfile", "mine.yaml")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert counts["table"] == 1 and counts["view"] == 1 and counts["all"] == 1, counts
+    assert "output: results/table2.csv" in plan.stdout
+
+
+@pytest.mark.parametrize("scoring, said", [
+    ({"judge": "openai", "judge_model": "qwen-judge", "judge_url": "http://127.0.0.1:9/v1"},
+     "Scoring judge: openai, model qwen-judge at http://127.0.0.1:9/v1."),
+    ({"judge": "anthropic"}, "Scoring judge: anthropic, model claude-haiku-4-5-20251001 at the provider's API."),
+    ({"judge": "none"}, "Scoring judge: none, the judge was off"),
+])
+def test_the_reports_text_names_the_judge_its_model_and_url(scoring, said):
+    # issue 44: "Scoring judge: openai (with none, ...)" read as if the judge were off
+    import re
+
+    import jinja2
+    from docutils.core import publish_parts
+
+    class Snakemake:   # what snakemake.report renders the description with
+        config = {"scoring": scoring}
+
+    text = jinja2.Environment().from_string((REPO / "workflow" / "report" / "workflow.rst").read_text())
+    html = publish_parts(text.render(snakemake=Snakemake), writer_name="html")["html_body"]
+    plain = " ".join(re.sub(r"<[^>]+>", "", html).split())
+    assert said in plain.replace("&quot;", '"').replace("&#x27;", "'"), plain
+    assert ("judge was off" in plain) == (scoring["judge"] == "none")
 
 
 @pytest.mark.slow

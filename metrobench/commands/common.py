@@ -116,7 +116,8 @@ def _http_url(text: str) -> str:
 
 
 def _add_data(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", metavar="ROOT", help="benchmark root (default: $METROBENCH_DATA)")
+    p.add_argument("--data", metavar="ROOT", help="benchmark root (default: $METROBENCH_DATA, else "
+                                                  "../shared/metrollm-bench, else .data/metrollm-bench)")
 
 
 def _add_selection(p: argparse.ArgumentParser, help: str | None = None) -> None:
@@ -219,6 +220,16 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     """The options of ``run`` and ``bench``: system, model settings, case selection, transcript."""
     _add_data(p)
     p.add_argument("--system", required=True, choices=_systems())
+    _add_model_options(p)
+    _add_case_options(p)
+    p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
+    p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
+                                  "write --out as this selection's view of it")
+    _add_resume_options(p)
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    """Where the model's settings come from (a study config, a model config, flags) and the flags."""
     p.add_argument("--model-config", help="YAML with the model's settings (flags below override it)")
     p.add_argument("--config", action="append",
                    help="study config(s): take the model's settings from its `models` entry")
@@ -237,13 +248,18 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
     p.add_argument("--max-rounds", type=_at_least_one, help="model calls per case, all turns together (default 20)")
     p.add_argument("--timeout", type=_positive, help="seconds per request (default 240)")
-    _add_selection(p)
+
+
+def _add_case_options(p: argparse.ArgumentParser, partition_help: str | None = None) -> None:
+    """Which cases of a system a run covers (:func:`_run_selection`)."""
+    _add_selection(p, partition_help)
     p.add_argument("--cases", type=_name_list, help="comma-separated case ids")
     p.add_argument("--limit", type=_at_least_one, help="only the first N cases")
     p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (the CPU demo)")
-    p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
-    p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
-                                  "write --out as this selection's view of it")
+
+
+def _add_resume_options(p: argparse.ArgumentParser) -> None:
+    """What happens to a transcript already there: resumed (default), started anew, or set aside."""
     p.add_argument("--restart", action="store_true",
                    help="start a new transcript (--work, else --out): the existing one is renamed to "
                         "<name>.<its fingerprint>.jsonl beside it, never deleted")

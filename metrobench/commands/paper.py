@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from metrobench.commands.common import Subparsers, _add_data, _at_least_one, _bench, load_study
+from metrobench.errors import MetrobenchError
 from metrobench.vocabulary import REPORT_PARTITIONS, WHOLE_IN_REPORTS
 
 if TYPE_CHECKING:
@@ -49,6 +50,10 @@ def cmd_tables(args: argparse.Namespace) -> int:
     written, skipped = build_tables(Path(args.scores), load_study(args.config), Path(args.out), only=args.only)
     for path in written:
         print(f"wrote {path}")
+    if args.only and not written:   # asked for by name and not made: a job's missing output, said why
+        asked = ", ".join(args.only)
+        why = "; ".join(skipped) if skipped else "no table or figure has that name"
+        raise MetrobenchError(f"tables: --only {asked} built nothing: {why}")
     for message in skipped:
         print(f"skipped {message}")
     return 0

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from metrobench.commands.common import Subparsers, _add_data, _add_selection, _add_verify, _at_least_one, \
-    _env_name, _http_url, _verified_bench
+    _env_name, _http_url, _port, _verified_bench
 from metrobench.vocabulary import REPORT_PARTITIONS
+
+if TYPE_CHECKING:
+    from metrobench.data import Benchmark
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    for add in (_add_score, _add_summary):
+    for add in (_add_score, _add_summary, _add_serve_standin):
         add(sub)
 
 
@@ -26,13 +30,7 @@ def _add_score(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--run", required=True, action="append",
                    help="transcript (JSONL) or reference result JSON; repeat for several")
     p.add_argument("--out", required=True, metavar="DIR", help="scores folder")
-    p.add_argument("--judge", default="none", choices=("none", "anthropic", "openai"))
-    p.add_argument("--judge-model", help="judge model (anthropic default: claude-haiku-4-5-20251001)")
-    p.add_argument("--judge-url", type=_http_url, help="judge API base URL (default: the provider's)")
-    p.add_argument("--judge-key-env", type=_env_name, help="environment variable holding the judge's API key")
-    p.add_argument("--judge-cache", help="judgment cache (default: DIR.judge-cache.jsonl)")
-    p.add_argument("--judge-concurrency", type=_at_least_one, default=4)
-    p.add_argument("--errata", default="", help="comma-separated errata to apply (default: none)")
+    add_judge_options(p)
     _add_selection(p, "the cases the run should contain (absent ones score as failures); "
                       "default: those the run recorded, else all")
     p.set_defaults(partition=None)
@@ -44,29 +42,49 @@ def _add_score(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_score)
 
 
+def add_judge_options(p: argparse.ArgumentParser) -> None:
+    """The judge and errata options of ``score`` (and of ``eval``, which scores the same way)."""
+    p.add_argument("--judge", default="none", choices=("none", "anthropic", "openai"))
+    p.add_argument("--judge-model", help="judge model (anthropic default: claude-haiku-4-5-20251001)")
+    p.add_argument("--judge-url", type=_http_url, help="judge API base URL (default: the provider's)")
+    p.add_argument("--judge-key-env", type=_env_name, help="environment variable holding the judge's API key")
+    p.add_argument("--judge-cache", help="judgment cache (default: DIR.judge-cache.jsonl)")
+    p.add_argument("--judge-concurrency", type=_at_least_one, default=4)
+    p.add_argument("--errata", default="", help="comma-separated errata to apply (default: none)")
+
+
 def cmd_score(args: argparse.Namespace) -> int:
+    score_runs(args, _verified_bench(args), list(args.run), Path(args.out))
+    return 0
+
+
+def score_runs(args: argparse.Namespace, bench: Benchmark, runs: list[str], out: Path) -> None:
+    """Score ``runs`` into the folder ``out`` with the judge, errata and selection options in ``args``
+    (:func:`add_judge_options`, ``--partition``, ``--split``, ``--sample``, ``--model``, ``--system``),
+    printing a line per run and the judge's counts."""
     from metrobench.scoring.errata import parse_errata
     from metrobench.scoring.judge import make_judge
     from metrobench.data.partition import load_split
     from metrobench.scoring.runs import score_run_file
 
-    bench = _verified_bench(args)
     errata = parse_errata(args.errata)
-    out = Path(args.out)
     cache = Path(args.judge_cache) if args.judge_cache else out.with_name(out.name + ".judge-cache.jsonl")
     judge = make_judge(args.judge, model=args.judge_model, base_url=args.judge_url,
                        api_key_env=args.judge_key_env, cache_path=cache,
                        concurrency=args.judge_concurrency)
     partitions = load_split(bench, args.split)
-    for run in args.run:
+    for run in runs:
+        before = judge.unparsed if judge is not None else 0
         scored = score_run_file(bench, run, out, judge=judge, errata=errata,
                                 selection=args.partition, partitions=partitions,
                                 model=args.model, system=args.system, sample=args.sample)
         note = f", {scored.missing} missing (scored as failures)" if scored.missing else ""
+        if judge is not None and judge.unparsed > before:
+            note += f", {judge.unparsed - before} judge replies unparseable (scored 1 of 2)"
         print(f"scored {run}: {len(scored.scores)} cases of {scored.system}{note} -> {scored.path}")
     if judge is not None:
-        print(f"judge {judge.model}: {judge.hits} cached, {judge.misses} new judgments")
-    return 0
+        print(f"judge {judge.model}: {judge.hits} cached, {judge.misses} new judgments; {judge.unparsed} of "
+              f"{judge.judged} replies unparseable (no 'Score: N': scored 1 of 2, as the reference scores them)")
 
 
 def _add_summary(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -83,4 +101,26 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     table = read_scores(Path(args.scores), models=args.model or None)
     print("\n\n".join(render(s) for s in summarise(table, args.partition)))
+    return 0
+
+
+def _add_serve_standin(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("serve-standin", help="serve the judge stand-in on 127.0.0.1 (a try-out of --judge openai; "
+                                             "its grades are digests, not judgments)")
+    p.add_argument("service", choices=("judge",))
+    p.add_argument("--port", type=_port, default=8091, help="port on 127.0.0.1 (0: a free one; default 8091)")
+    p.set_defaults(func=cmd_serve_standin)
+
+
+def cmd_serve_standin(args: argparse.Namespace) -> int:
+    """Serve until interrupted; the first line says how to score with it."""
+    import threading
+
+    from metrobench.standins.judge import MODEL, JudgeStandin
+
+    with JudgeStandin(args.port) as server:
+        print(f"judge stand-in on {server.url}/v1 (grades are digests of the prompt, not judgments): "
+              f"metrobench score ... --judge openai --judge-url {server.url}/v1 --judge-model {MODEL}; "
+              "Ctrl-C stops it", flush=True)
+        threading.Event().wait()
     return 0

@@ -2,10 +2,13 @@
 
 The benchmark root is a folder laid out like the public MetroLLM-Bench repository
 (``cases/``, ``data/systems/``, ``data/splits/``). metrobench never copies it: it
-reads it from a configured path, from ``METROBENCH_DATA``, or from a clone that
-:func:`fetch` makes at the pinned commit. Every file whose content decides a
-score is pinned by SHA-256, so a modified or truncated copy is caught before a
-single case runs. The stages that read ground truth (``rule-agent``,
+reads it from a configured path (``--data``, the config's ``data.path``), from
+``METROBENCH_DATA``, from the shared copy beside the checkout (``../shared/metrollm-bench``),
+or from a clone of the pinned commit that :func:`fetch` makes (``.data/metrollm-bench``,
+where ``make`` puts it): :func:`locate_root`, the one order the commands and the workflow
+both follow (the workflow clones into its results folder when none of them is there).
+Every file whose content decides a score is pinned by SHA-256, so a modified or
+truncated copy is caught before a single case runs. The stages that read ground truth (``rule-agent``,
 ``partition``, ``score``) check the digests through :func:`verify_once`: the
 whole release is about 7 MB, hashed once per process and root.
 """
@@ -58,25 +61,48 @@ def pinned_release() -> PinnedRelease:
     return PinnedRelease(raw["repository"], raw["commit"], dict(raw["sha256"]))
 
 
-def resolve_root(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """Return the benchmark root from an explicit path or ``METROBENCH_DATA``.
+#: Where the benchmark is looked for when neither a path nor ``METROBENCH_DATA`` names it, relative
+#: to the working folder (a checkout): the shared copy beside it, then the Makefile's pinned clone.
+FALLBACKS: tuple[tuple[str, str], ...] = (("../shared/metrollm-bench", "the shared copy"),
+                                          (".data/metrollm-bench", "the pinned clone"))
+_LAYOUT = ("cases", "data/systems", "data/splits")
 
-    Raises a :class:`MetrobenchError` naming both sources when neither is set,
+
+def locate_root(explicit: str | os.PathLike[str] | None = None, *, source: str = "--data",
+                base: Path | None = None) -> tuple[Path | None, str]:
+    """Where the benchmark root is and what said so: ``explicit`` (named ``source``), else
+    ``$METROBENCH_DATA``, else the first of :data:`FALLBACKS` under ``base`` (default: the working
+    folder) laid out as a benchmark root; ``(None, "")`` when none is. Only the fallbacks are
+    checked here: a named path is returned as named, for :func:`resolve_root` to judge."""
+    if explicit is not None:
+        return Path(explicit).expanduser(), source
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser(), ENV_VAR
+    base = Path.cwd() if base is None else base
+    for relative, what in FALLBACKS:
+        if all((base / relative / sub).is_dir() for sub in _LAYOUT):
+            return Path(relative) if base == Path.cwd() else base / relative, f"{what} {relative}"
+    return None, ""
+
+
+def resolve_root(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """Return the benchmark root :func:`locate_root` finds (--data, ``METROBENCH_DATA``, the fallbacks).
+
+    Raises a :class:`MetrobenchError` naming every source when none is there,
     and naming the missing sub-folder when the path is not a benchmark root.
     """
-    source = "--data"
-    if explicit is None:
-        env = os.environ.get(ENV_VAR)
-        if not env:
-            raise MetrobenchError(
-                f"no benchmark root given: pass --data ROOT or set {ENV_VAR} "
-                "(run `metrobench fetch-data --dest DIR` to clone the pinned release)"
-            )
-        explicit, source = env, ENV_VAR
-    root = Path(explicit).expanduser()
+    found, source = locate_root(explicit)
+    if found is None:
+        raise MetrobenchError(
+            f"no benchmark root given: pass --data ROOT or set {ENV_VAR} (nor is there "
+            f"{' or '.join(relative for relative, _ in FALLBACKS)} here; "
+            "run `metrobench fetch-data --dest DIR` to clone the pinned release)"
+        )
+    root = found
     if not root.is_dir():
         raise MetrobenchError(f"benchmark root {root} (from {source}) is not a directory")
-    for sub in ("cases", "data/systems", "data/splits"):
+    for sub in _LAYOUT:
         if not (root / sub).is_dir():
             raise MetrobenchError(
                 f"benchmark root {root} (from {source}) has no {sub}/ folder; "

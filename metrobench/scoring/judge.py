@@ -43,7 +43,7 @@ from typing import Any, Protocol
 from metrobench.credentials import env_name_problem, scrub, url_problem
 from metrobench.errors import MetrobenchError, not_utf8
 from metrobench.retry import backoff_delay, retry_after
-from metrobench.scoring.rubrics import JUDGE_SYSTEM, JudgeTask, parse_reply
+from metrobench.scoring.rubrics import JUDGE_SYSTEM, JudgeTask, parse_reply, reply_parsed
 
 DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5-20251001"
 MAX_TOKENS = 150
@@ -315,6 +315,9 @@ class Judge:
     base_delay: float = 1.0
     hits: int = 0
     misses: int = 0
+    #: Verdicts resolved (cached or new), and those whose reply had no ``Score: N`` to read (scored 1).
+    judged: int = 0
+    unparsed: int = 0
 
     @property
     def model(self) -> str:
@@ -354,7 +357,11 @@ class Judge:
         from concurrent.futures import ThreadPoolExecutor  # here: it imports logging, and Tier 1 needs neither
 
         with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            return list(pool.map(self._resolve_one, tasks))
+            verdicts = list(pool.map(self._resolve_one, tasks))
+        self.judged += len(verdicts)
+        # a cache entry from before ``raw`` was kept counts as read
+        self.unparsed += sum(not reply_parsed(v["raw"]) for v in verdicts if isinstance(v.get("raw"), str))
+        return verdicts
 
 
 def make_judge(kind: str, *, model: str | None = None, base_url: str | None = None,

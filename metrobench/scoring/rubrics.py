@@ -172,6 +172,20 @@ def parse_reply(text: str) -> tuple[int, str]:
     return score, (tail.strip() if sep else text)
 
 
+def reply_parsed(text: str) -> bool:
+    """Whether :func:`parse_reply` read a score from ``text``; else it was scored 1 for want of one
+    (the reference's rule, kept): the count of such replies tells a judge that answers in the wrong
+    format from one that grades 1 of 2."""
+    text = text.strip()
+    if not text.startswith("Score:"):
+        return False
+    try:
+        int(text.partition("|")[0].replace("Score:", "").strip())
+    except ValueError:
+        return False
+    return True
+
+
 def _join(keywords: Any) -> str:
     return ", ".join(str(k) for k in keywords) if keywords else "N/A"
 

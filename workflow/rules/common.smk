@@ -10,6 +10,7 @@ import yaml
 
 from metrobench import layout
 from metrobench.agents.runner.config import study_run_config
+from metrobench.data.root import locate_root
 from metrobench.errors import MetrobenchError
 from metrobench.footprint.fit import check_study
 from metrobench.hub.lock import lock_problems, read_lock
@@ -60,9 +61,20 @@ wildcard_constraints:
     tiers=_alternatives([layout.TIER1, layout.TIER2]),
 
 
+# The benchmark root, found as every metrobench command finds it (metrobench.data.root.locate_root):
+# data.path, else $METROBENCH_DATA, else ../shared/metrollm-bench, else .data/metrollm-bench; when
+# none is there, the pinned clone under results/ (rule fetch_data). Said once, at the plan's start.
+DATA_FOUND, DATA_SOURCE = locate_root(STUDY.data.path or None, source="data.path")
+DATA_SAID = f"{DATA_FOUND} (from {DATA_SOURCE})"
+if not DATA_FOUND:
+    DATA_SAID = f"{paths.data_clone()} (the pinned clone, fetched at data.commit)"
+if workflow.is_main_process:
+    print(f"benchmark data: {DATA_SAID}", file=sys.stderr)
+
+
 def data_root():
-    """The benchmark root: a configured local path, or the pinned clone under results/."""
-    return STUDY.data.path or paths.data_clone()
+    """The benchmark root: the one found above, or the pinned clone under results/."""
+    return str(DATA_FOUND) if DATA_FOUND else paths.data_clone()
 
 
 def data_flag():

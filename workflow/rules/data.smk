@@ -1,8 +1,8 @@
-# The benchmark data (a local path or a clone at the pinned commit), its
+# The benchmark data (found as the commands find it, else a clone at the pinned commit), its
 # verification, and the train/held-out partition.
 
 
-if not STUDY.data.path:
+if not DATA_FOUND:
 
     rule fetch_data:
         output:
@@ -19,7 +19,7 @@ if not STUDY.data.path:
 
 rule verify_data:
     input:
-        [] if STUDY.data.path else paths.data_clone(),
+        [] if DATA_FOUND else paths.data_clone(),
     output:
         paths.data_verified(),
     log:

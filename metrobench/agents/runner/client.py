@@ -49,7 +49,7 @@ import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from metrobench.credentials import scrub
+from metrobench.credentials import is_loopback, scrub
 from metrobench.errors import MetrobenchError
 from metrobench.retry import backoff_delay, retry_after
 from metrobench.transcripts.records import context_exceeded
@@ -96,15 +96,18 @@ class RunStopped(EndpointError):
         super().__init__(message, infrastructure=True)
 
 
-def _api_key(cfg: ModelConfig) -> str:
+def _api_key(cfg: ModelConfig, url: str | None) -> str:
+    """The key sent: from ``api_key_env``; without one, a placeholder for a local server (llama.cpp, or
+    an OpenAI-compatible endpoint on a loopback address, as the openai judge allows a keyless URL)."""
     if cfg.api_key_env:
         key = os.environ.get(cfg.api_key_env)
         if not key:
             raise MetrobenchError(f"model {cfg.name}: set the environment variable {cfg.api_key_env}")
         return key
-    if cfg.provider == "llama_cpp":
+    if cfg.provider == "llama_cpp" or (cfg.provider == "openai" and url and is_loopback(url)):
         return "local"
-    raise MetrobenchError(f"model {cfg.name}: provider {cfg.provider} needs api_key_env")
+    where = " (or a base_url on 127.0.0.1, localhost or ::1)" if cfg.provider == "openai" else ""
+    raise MetrobenchError(f"model {cfg.name}: provider {cfg.provider} needs api_key_env{where}")
 
 
 def _host(url: str) -> str:
@@ -197,7 +200,7 @@ class ChatClient:
         self._probing = False
         self._turn = asyncio.Event()
         self.where = _host(url) if url else cfg.provider
-        key = _api_key(cfg)
+        key = _api_key(cfg, url)
         self._key = key   # only to scrub it from an error body that quotes it back
         common = {"max_retries": 0, "timeout": cfg.timeout_s}
         if cfg.provider in ("azure", "azure_responses"):

@@ -1,0 +1,108 @@
+"""``metrobench eval``: one model on every system of a selection, then scored and summarised, one command.
+
+Contract: for each system (``--system all``, the default, or a comma-separated list) it does what
+``metrobench run`` (an endpoint) or ``metrobench bench`` (a model with a ``serving`` block and no
+``base_url``: llama-server is started for it) does with ``--work``: the cases run into the model's
+one growing transcript of the system, ``<results>/work/<model>/<system>.jsonl``, the transcript
+the workflow's run jobs grow too, so a case already there (from an earlier ``eval``, a ``run`` or
+the workflow) is never sent again and a stopped ``eval`` resumes where it stopped. The selection's
+view of each transcript is cut to ``<results>/eval/<model>/runs/<system>.jsonl``, scored into
+``<results>/eval/<model>/scores/`` as ``metrobench score`` scores, and summarised as
+``metrobench summary`` does, over this call's systems only. The views and scores stay outside the workflow's ``runs/`` and
+``scores/`` folders: a sampled or narrowed ``eval`` never stands in for a workflow output.
+
+Errors are the run's and the scorer's own one-line errors; the first system whose run fails
+stops the command (rerunning it redoes exactly the cases left).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from metrobench import layout
+from metrobench.commands.common import Subparsers, _add_case_options, _add_data, _add_model_options, \
+    _add_resume_options, _add_verify, _model_config, _name_list, _verified_bench
+from metrobench.errors import MetrobenchError
+from metrobench.vocabulary import WHOLE_IN_REPORTS, is_whole
+
+ALL = "all"
+
+
+def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("eval", help="a model on every system (or some): run, resumable, then score and summary")
+    _add_data(p)
+    p.add_argument("--system", type=_name_list, default=ALL,
+                   help="comma-separated systems, or all (default: all six)")
+    _add_model_options(p)
+    _add_case_options(p, "the cases each system runs (default: holdout, the summary's and the paper's headline's)")
+    p.set_defaults(partition="holdout")
+    p.add_argument("--results", default=layout.RESULTS, metavar="DIR",
+                   help="results folder: transcripts in DIR/work/, views and scores in DIR/eval/<model>/ "
+                        "(default: results)")
+    _add_resume_options(p)
+    from metrobench.commands.scoring import add_judge_options
+
+    add_judge_options(p)
+    _add_verify(p)
+    p.add_argument("--server-log", help="file for llama-server's output (a model with a serving block)")
+    p.add_argument("--require-gpu", action="store_true",
+                   help="as bench --require-gpu: refuse a GPU row on a build that would serve it on the CPU")
+    p.set_defaults(func=cmd_eval)
+
+
+def systems_of(text: str) -> list[str]:
+    """``all`` or a comma-separated list of systems, in the benchmark's order, each checked."""
+    from metrobench.data.root import SYSTEMS
+
+    if text == ALL:
+        return list(SYSTEMS)
+    wanted = text.split(",")
+    unknown = [s for s in wanted if s not in SYSTEMS]
+    if unknown:
+        raise MetrobenchError(f"eval: --system: unknown system {unknown[0]!r} (choose from all, {', '.join(SYSTEMS)})")
+    return [s for s in SYSTEMS if s in wanted]
+
+
+def eval_root(model: str, root: str) -> str:
+    """The folder of one model's ``eval`` views and scores."""
+    return f"{root}/eval/{model}"
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from metrobench.commands.runs import cmd_bench, cmd_run
+    from metrobench.commands.scoring import score_runs
+
+    systems = systems_of(args.system)
+    cfg = _model_config(argparse.Namespace(**{**vars(args), "system": systems[0]}))
+    served = cfg.serving is not None and not cfg.base_url   # a GGUF to serve, not an endpoint already up
+    bench = _verified_bench(args)
+    args.data = str(bench.root)                              # the runs read the benchmark just verified
+    folder = eval_root(cfg.name, args.results)
+    views = []
+    for system in systems:
+        view = f"{folder}/runs/{system}.jsonl"
+        one = argparse.Namespace(**{**vars(args), "system": system, "out": view,
+                                    "work": layout.work_path(cfg.name, system, args.results)})
+        (cmd_bench if served else cmd_run)(one)
+        views.append(view)
+    scores = Path(f"{folder}/scores")
+    score_runs(argparse.Namespace(**{**vars(args), "partition": None, "sample": None, "model": None,
+                                     "system": None}), bench, views, scores)
+    print()
+    print(summary(scores, cfg.name, systems, WHOLE_IN_REPORTS if is_whole(args.partition) else args.partition))
+    return 0
+
+
+def summary(scores: Path, model: str, systems: list[str], partition: str) -> str:
+    """``metrobench summary``'s text for ``model`` on these ``systems`` only: the scores folder may hold
+    another system's scores from an earlier ``eval``, of another selection."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from metrobench.scoring.store import read_scores
+    from metrobench.scoring.summary import render, summarise
+
+    table = read_scores(scores, models=[model])
+    table = table.filter(pc.is_in(table.column("system"), value_set=pa.array(systems)))
+    return "\n\n".join(render(s) for s in summarise(table, partition))

@@ -1,0 +1,205 @@
+"""``metrobench eval``: one model, several systems, run into the work transcripts, scored, summarised.
+
+Against the OpenAI wire-format stand-in on 127.0.0.1 (every request counted): the first call
+runs the sampled cases of two systems and prints the summary; a second call sends nothing and
+prints the same summary (resumed from the work transcripts).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fake_openai_api import FakeOpenAI, chat_payload
+
+from metrobench import layout
+from metrobench.cli import main
+from metrobench.data.root import SYSTEMS
+from metrobench.transcripts.records import read_run
+
+DECLINED = chat_payload('{"outcome": "request_declined"}')
+
+
+def evaluate(root: Path, results: Path, url: str, *extra: str) -> int:
+    return main(["eval", "--data", str(root), "--model", "mine", "--provider", "openai", "--base-url", f"{url}/v1",
+                 "--system", "doha,marta", "--partition", "all", "--sample", "3", "--concurrency", "1",
+                 "--results", str(results), *extra])
+
+
+def test_eval_runs_two_systems_scores_and_summarises_then_resumes_without_a_request(root, tmp_path, capsys):
+    results = tmp_path / "results"
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        assert evaluate(root, results, api.url) == 0
+        first = len(api.requests)
+        out = capsys.readouterr().out
+        assert evaluate(root, results, api.url) == 0
+        again = capsys.readouterr().out
+        assert len(api.requests) == first        # resumed: not one request more
+    work = {s: read_run(Path(layout.work_path("mine", s, str(results)))) for s in ("doha", "marta")}
+    assert all(len(run.records) == 3 for run in work.values())
+    assert first == sum(r.api_rounds for run in work.values() for r in run.records) == 6   # one round a case
+    assert {r["path"] for r in api.requests} == {"/v1/chat/completions"}
+    assert out.count("ran 3 cases (0 failed), 0 already done") == 2
+    assert again.count("ran 0 cases (0 failed), 3 already done") == 2
+    scores = results / "eval" / "mine" / "scores"
+    for s in ("doha", "marta"):
+        assert (scores / f"model=mine/system={s}/part.parquet").is_file()
+        assert (results / "eval" / "mine" / "runs" / f"{s}.jsonl").is_file()
+    summary = out[out.index("model mine | partition full | 6 cases"):]
+    assert summary == again[again.index("model mine | partition full | 6 cases"):]
+    lines = summary.splitlines()
+    assert [line.split()[0] for line in lines[2:5]] == ["marta", "doha", "headline"]   # the tables' order
+    assert "judged component scores are missing" in summary     # --judge none: composite bounded
+    assert not (results / "runs").exists() and not (results / "scores").exists()   # the workflow's folders
+    with FakeOpenAI(lambda request: DECLINED) as api:                 # one system again: its summary alone
+        assert main(["eval", "--data", str(root), "--model", "mine", "--provider", "openai", "--base-url",
+                     f"{api.url}/v1", "--system", "doha", "--partition", "all", "--sample", "3",
+                     "--results", str(results)]) == 0
+        assert not api.requests
+    alone = capsys.readouterr().out
+    alone = alone[alone.index("model mine | partition full | 3 cases"):].splitlines()
+    assert [line.split()[0] for line in alone[2:4]] == ["doha", "headline"]
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--system", "atlantis"], "eval: --system: unknown system 'atlantis'"),
+    (["--system", "doha,"], "--system: an empty item"),
+])
+def test_eval_refuses_a_bad_system_in_one_line_before_any_request(root, tmp_path, capsys, flags, expected):
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        code = main(["eval", "--data", str(root), "--model", "mine", "--base-url", f"{api.url}/v1",
+                     "--results", str(tmp_path), *flags])
+        assert not api.requests
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("metrobench: error: ") and expected in err, err
+
+
+def test_eval_stops_on_an_endpoint_that_is_down_with_the_runs_one_line(root, tmp_path, capsys):
+    with FakeOpenAI(lambda request: (503, {"error": {"message": "down"}})) as api:
+        config = tmp_path / "m.yaml"
+        config.write_text("name: mine\nretries: 1\nbackoff_s: 0.01\nconcurrency: 1\n")
+        code = main(["eval", "--data", str(root), "--model-config", str(config), "--base-url", f"{api.url}/v1",
+                     "--system", "doha", "--cases", "DOHA-A-001", "--partition", "all",
+                     "--results", str(tmp_path / "results")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]   # beside the progress lines
+    assert code == 2 and len(errors) == 1 and errors[0].startswith("metrobench: error: "), errors
+    assert "ended on the endpoint" in errors[0] and "rerun the same command" in errors[0]
+    assert not (tmp_path / "results" / "eval" / "mine" / "scores").exists()
+
+
+# api_key_env is optional for an OpenAI-compatible endpoint on this machine (as the openai judge's)
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/v1", "http://localhost:8080/v1", "http://[::1]:8080/v1",
+                                 "http://127.0.0.2/v1", "http://LOCALHOST./v1"])
+def test_a_keyless_openai_model_on_a_loopback_url_sends_a_placeholder_key(url, monkeypatch):
+    from metrobench.agents.runner.client import ChatClient
+    from metrobench.agents.runner.config import ModelConfig
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = ChatClient(ModelConfig(name="mine", provider="openai", base_url=url))
+    assert client.client.api_key == "local"
+
+
+@pytest.mark.parametrize("url", ["https://api.openai.com/v1", "http://10.0.0.5:8080/v1", "http://localhost.example/v1",
+                                 None])
+def test_a_keyless_openai_model_elsewhere_is_refused_naming_the_way_out(url, monkeypatch):
+    from metrobench.agents.runner.client import ChatClient
+    from metrobench.agents.runner.config import ModelConfig
+    from metrobench.errors import MetrobenchError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(MetrobenchError, match=r"model mine: provider openai needs api_key_env \(or a base_url on "
+                                              r"127\.0\.0\.1, localhost or ::1\)"):
+        ChatClient(ModelConfig(name="mine", provider="openai", base_url=url))
+
+
+# README's "Evaluate your own model": its YAML block and its command, run as written (only the URL
+# changed to the stand-in's), with no key in the environment
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+README_URL = "http://127.0.0.1:8080/v1"
+
+
+def readme_section() -> tuple[str, str]:
+    """The YAML block and the command of README's "Evaluate your own model" section."""
+    import re
+
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Evaluate your own model"):]
+    section = section[:section.index("\n## ", 1)]
+    yaml_block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    commands = re.search(r"```sh\n(.*?)```", section, re.S).group(1).strip().splitlines()
+    assert len(commands) == 2, commands   # eval, then the workflow's Table 2: at most two commands
+    return yaml_block, commands
+
+
+def test_readmes_block_and_command_evaluate_a_model_on_the_stand_in(root, tmp_path, monkeypatch, capsys):
+    import shlex
+
+    import yaml
+
+    block, (command, _) = readme_section()
+    assert text_in_first_screen("## Evaluate your own model")
+    entry = yaml.safe_load(block)["models"]
+    (name, settings), = entry.items()
+    assert settings["base_url"] == README_URL and "api_key_env" not in settings   # keyless, on this machine
+    argv = shlex.split(command)
+    assert argv[0] == ".venv/bin/metrobench"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("METROBENCH_DATA", str(root))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        config = argv[argv.index("--config") + 1]
+        (tmp_path / config).write_text(block.replace(README_URL, f"{api.url}/v1"))
+        assert main(argv[1:]) == 0
+    out = capsys.readouterr().out
+    assert {r["body"]["model"] for r in api.requests} == {settings["model"]}
+    assert {r["headers"].get("authorization") for r in api.requests} == {"Bearer local"}
+    work = [read_run(tmp_path / layout.work_path(name, s)) for s in SYSTEMS]
+    assert [len(run.records) for run in work] == [5] * 6                 # --sample 5 on each of the six
+    assert len(api.requests) == sum(r.api_rounds for run in work for r in run.records)
+    assert f"model {name} | partition holdout | 30 cases" in out
+
+
+def text_in_first_screen(text: str, lines: int = 40) -> bool:
+    return text in "\n".join(README.read_text(encoding="utf-8").splitlines()[:lines])
+
+
+@pytest.mark.slow
+def test_readmes_second_command_puts_the_model_in_table2_resuming_the_eval(root, tmp_path, monkeypatch, capsys):
+    """The README's two commands in a fresh copy of the workflow: eval's cases are not sent again by the
+    workflow's runs, and Table 2 has the model's row."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    import pandas as pd
+    import yaml
+
+    from conftest import workflow_copy
+
+    block, (first, second) = readme_section()
+    (name, settings), = yaml.safe_load(block)["models"].items()
+    cwd = workflow_copy(tmp_path)
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("METROBENCH_DATA", str(root))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        argv = shlex.split(first)
+        (cwd / argv[argv.index("--config") + 1]).write_text(block.replace(README_URL, f"{api.url}/v1"))
+        assert main(argv[1:]) == 0
+        by_eval = len(api.requests)
+        argv = shlex.split(second)
+        assert argv[0] == ".venv/bin/snakemake"
+        bin_dir = Path(sys.executable).parent
+        env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+        done = subprocess.run([sys.executable, "-m", "snakemake", *argv[1:]], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+    work = [read_run(cwd / layout.work_path(name, s)) for s in SYSTEMS]
+    assert sum(len(run.records) for run in work) == 955
+    rounds = sum(r.api_rounds for run in work for r in run.records)
+    assert len(api.requests) == rounds and by_eval > 0     # every case sent once: the workflow resumed eval's
+    table2 = pd.read_csv(cwd / "results" / "table2.csv")
+    assert list(table2["model"]) == [name]
