@@ -251,11 +251,12 @@ def write_table1(table: Table1, path: Path | str, config: StudyConfig | None = N
     return path
 
 
-def ratings_csv(sample: Sample, columns: Mapping[str, Ratings]) -> str:
-    """Ratings as the CSV the table reads: id, then one column per rater (blank: not rated)."""
+def ratings_csv(ids: Sequence[Any], columns: Mapping[str, Mapping[Any, int | None]]) -> str:
+    """Ratings of ``ids`` (a sample's pair ids, or any item ids) as the CSV the table and
+    ``judge-agreement --ratings`` read: id, then one column per rater (blank: not rated)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", *columns])
-    for pair in sample.ids:
+    for pair in ids:
         writer.writerow([pair, *("" if columns[c].get(pair) is None else columns[c][pair] for c in columns)])
     return out.getvalue()

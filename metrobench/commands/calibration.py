@@ -84,7 +84,7 @@ def cmd_table1(args: argparse.Namespace) -> int:
               f"{len(sample.pairs) - rated.asked} scored without a judge call")
     table = table1(sample, people, judged, n_resamples=study.stats.n_resamples, seed=study.stats.seed)
     if args.judge_ratings:
-        write_text(Path(args.judge_ratings), ratings_csv(sample, judged))
+        write_text(Path(args.judge_ratings), ratings_csv(sample.ids, judged))
     out = write_table1(table, args.out, study)
     print(f"wrote {out} and {out.with_suffix('.md')}: {table.kind}, {len(table.frame)} rows")
     return 0

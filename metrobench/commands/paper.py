@@ -1,7 +1,7 @@
 """The paper layer: ``tables``, ``stats``, ``errata-table``, ``view`` and ``judge-agreement``.
 
-Contract: every command here only reads scores, runs or ratings and writes its
-``--out`` (tables, CSV, a static site); the study config given to ``tables`` is
+Contract: every command here only reads scores, runs, ratings or judge caches and writes its
+``--out`` (tables, CSV, a static site; ``judge-agreement`` its ``--ratings-out``); the study config given to ``tables`` is
 merged and validated into a :class:`~metrobench.study.StudyConfig` by
 :func:`~metrobench.commands.common.load_study` (none given: the defaults, no
 leaderboard, no students). pandas and matplotlib are imported inside the handlers.
@@ -125,8 +125,16 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 
 def _add_agreement(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("judge-agreement", help="judge calibration: agreement statistics from a ratings CSV")
-    p.add_argument("--ratings", required=True, help="CSV: item id, then one column per rater (0/1/2)")
+    p = sub.add_parser("judge-agreement", help="judge calibration: agreement statistics from a ratings CSV, "
+                                               "or of two judges from their caches or scored folders")
+    given = p.add_mutually_exclusive_group(required=True)
+    given.add_argument("--ratings", help="CSV: item id, then one column per rater (0/1/2)")
+    given.add_argument("--judge-cache", action="append", metavar="JSONL",
+                       help="a judge cache (repeatable): each judge model in it is a rater")
+    given.add_argument("--scores", action="append", metavar="DIR",
+                       help="a scored folder (repeatable): each is a rater, over the components a judge scored")
+    p.add_argument("--ratings-out", metavar="CSV", help="with --judge-cache or --scores: write the ratings built "
+                                                       "(the CSV --ratings reads)")
     p.add_argument("--n-resamples", type=_at_least_one, default=2000)
     p.add_argument("--seed", type=int, default=42)
     p.set_defaults(func=cmd_agreement)
@@ -135,7 +143,25 @@ def _add_agreement(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_agreement(args: argparse.Namespace) -> int:
     from metrobench.stats.agreement import agreement_table, read_ratings
 
-    ratings = read_ratings(Path(args.ratings))
+    if args.ratings:
+        if args.ratings_out:
+            raise MetrobenchError("judge-agreement: --ratings-out goes with --judge-cache or --scores")
+        ratings = read_ratings(Path(args.ratings))
+    else:
+        from metrobench.atomic import write_text
+        from metrobench.calibration.sources import common, from_caches, from_scores
+        from metrobench.calibration.table import ratings_csv
+
+        if args.judge_cache:
+            raters, sources = from_caches(args.judge_cache), "the judge caches"
+        else:
+            raters, sources = from_scores(args.scores), "the scored folders"
+        items, ratings = common(raters, sources)
+        print(f"{len(items)} case-component items rated by at least two of: {', '.join(raters)}")
+        if args.ratings_out:
+            columns = {name: dict(zip(items, column)) for name, column in ratings.items()}
+            write_text(Path(args.ratings_out), ratings_csv(items, columns))
+            print(f"wrote {args.ratings_out}")
     rows = agreement_table(ratings, n_resamples=args.n_resamples, seed=args.seed)
     print(f"{'pair':<28}{'n':>5}{'exact':>8}{'within1':>9}{'kappa_w':>9}  {'95% CI':<17}{'AC2':>6}")
     for r in rows:

@@ -234,7 +234,7 @@ def cache_key(task: JudgeTask, model: str, system: str = JUDGE_SYSTEM) -> str:
 VERDICT_FIELDS = ("key", "score", "reason", "raw")
 
 
-def _entry(line: bytes) -> tuple[dict[str, Any] | None, str]:
+def cache_entry(line: bytes) -> tuple[dict[str, Any] | None, str]:
     """One cache line as an entry, else None and why it cannot be used."""
     try:
         entry = json.loads(line.decode("utf-8"))
@@ -267,7 +267,7 @@ class JudgeCache:
         for number, line in enumerate(data.split(b"\n"), 1):
             if not line.strip():
                 continue
-            entry, problem = _entry(line)
+            entry, problem = cache_entry(line)
             if entry is None:
                 skipped.append(f"line {number}: {problem}")
             else:
