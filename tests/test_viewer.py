@@ -130,6 +130,43 @@ def test_site_of_real_runs(runs, root, tmp_path, capsys):
     assert capsys.readouterr().err.strip().endswith("no scores of model nobody (scored: rule-agent, tampered)")
 
 
+def test_the_index_names_models_by_their_leaderboard_labels(runs, root, tmp_path, capsys):
+    """Issue 44: with the study config, the index shows Table 2's label and the model name beside it."""
+    base, _ = runs
+    config = tmp_path / "study.yaml"
+    config.write_text("leaderboard:\n  - {model: rule-agent, label: \"Rule <baseline>\", reference: true}\n"
+                      "  - {model: small-peft, label: Small + PEFT}\n"
+                      "students:\n  small: {base_model: rule-agent, recipe: small.yaml, seeds: [42, 43]}\n")
+    args = ["view", "--data", str(root), "--runs", str(base / "runs"), "--scores", str(base / "scores"),
+            "--model", "rule-agent", "--model", "tampered"]
+    assert main([*args, "--config", str(config), "--out", str(tmp_path / "site")]) == 0
+    rows = re.findall(r"<tr><td>(.*?)</td>", (tmp_path / "site" / "index.html").read_text())
+    assert rows == ['<a href="models/rule-agent.html">Rule &lt;baseline&gt;</a> <span class="note">rule-agent</span>',
+                    '<a href="models/tampered.html">tampered</a>']   # no leaderboard row: the name alone
+    assert main([*args, "--out", str(tmp_path / "plain")]) == 0      # no config: names only
+    assert re.findall(r"<tr><td>(.*?)</td>", (tmp_path / "plain" / "index.html").read_text()) == [
+        '<a href="models/rule-agent.html">rule-agent</a>', '<a href="models/tampered.html">tampered</a>']
+
+
+def test_a_student_groups_seeds_and_a_models_repeats_take_its_label_with_the_seed_or_run():
+    from metrobench.study import StudyConfig
+    from metrobench.viewer.labels import leaderboard_labels
+    from metrobench.viewer.pages import index_page
+
+    config = StudyConfig.model_validate({
+        "models": {"m": {"provider": "llama_cpp", "repeats": 2}, "n": {"provider": "llama_cpp"}},
+        "students": {"small": {"base_model": "m", "recipe": "small.yaml", "seeds": [42, 43]}},
+        "leaderboard": [{"model": "small-peft", "label": "Small + PEFT"}, {"model": "m", "label": "M"},
+                        {"model": "n"}]})
+    labels = leaderboard_labels(config)
+    assert labels == {"small-peft-s42": "Small + PEFT (seed 42)", "small-peft-s43": "Small + PEFT (seed 43)",
+                      "m": "M", "m-rep2": "M (run 2)"}
+    index = index_page({"small-peft-s43": [], "n": []}, [], labels)
+    assert re.findall(r"<tr><td>(.*?)</td>", index) == [
+        '<a href="models/small-peft-s43.html">Small + PEFT (seed 43)</a> <span class="note">small-peft-s43</span>',
+        '<a href="models/n.html">n</a>']
+
+
 def test_view_never_replaces_a_folder_it_did_not_write(runs, tmp_path, capsys):
     base, _ = runs
     args = ["view", "--runs", str(base / "runs"), "--scores", str(base / "scores"), "--model", "rule-agent"]

@@ -1,8 +1,9 @@
 """The paper layer: ``tables``, ``stats``, ``errata-table``, ``view`` and ``judge-agreement``.
 
-Contract: every command here only reads scores, runs, ratings or judge caches and writes its
-``--out`` (tables, CSV, a static site; ``judge-agreement`` its ``--ratings-out``); the study config given to ``tables`` is
-merged and validated into a :class:`~metrobench.study.StudyConfig` by
+Contract: every command here only reads scores, runs, ratings or judge caches and writes
+its ``--out`` (tables, CSV, a static site; ``judge-agreement``: its ``--ratings-out``); the
+study config given to ``tables`` (or ``view``: its labels) is merged and validated into a
+:class:`~metrobench.study.StudyConfig` by
 :func:`~metrobench.commands.common.load_study` (none given: the defaults, no
 leaderboard, no students). pandas and matplotlib are imported inside the handlers.
 """
@@ -109,14 +110,18 @@ def _add_view(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", default="site", help="folder for the site (replaced)")
     p.add_argument("--calibration", metavar="SAMPLE", help="a calibration sample (calibration-sample's --out): "
                                                           "adds calibrate.html, the page to rate it on")
+    p.add_argument("--config", action="append", help="study config file(s), merged in order: the index names "
+                                                     "models by their leaderboard labels")
     p.set_defaults(func=cmd_view)
 
 
 def cmd_view(args: argparse.Namespace) -> int:
     from metrobench.viewer import build_site
+    from metrobench.viewer.labels import leaderboard_labels
 
+    labels = leaderboard_labels(load_study(args.config)) if args.config else None
     site = build_site(Path(args.runs), Path(args.scores), Path(args.out), models=args.model,
-                      data=args.data, partition=args.partition, calibration=args.calibration)
+                      data=args.data, partition=args.partition, calibration=args.calibration, labels=labels)
     missing = f", {site.without_record} without a transcript record" if site.without_record else ""
     print(f"wrote {site.out}/index.html: {len(site.models)} model(s), {site.case_pages} case pages"
           f"{missing}, {site.compare_pages} side-by-side pages"

@@ -8,7 +8,7 @@ and so on), so the site works from any folder and from ``file://``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from metrobench.scoring import metrics
 from metrobench.viewer.conversation import render_conversation
@@ -126,8 +126,20 @@ def model_page(model: str, cases: Sequence[CaseView], compared: set[str]) -> str
     return page(f"{model}", body, up="../")
 
 
-def index_page(by_model: dict[str, list[CaseView]], compared: Sequence[str]) -> str:
-    rows = "".join(f"<tr><td><a href=\"{href('models', m + '.html')}\">{esc(m)}</a></td>"
+def _model_cell(model: str, labels: Mapping[str, str]) -> str:
+    """The index's name of a model: its leaderboard label, the model name beside it; else the name."""
+    link = href("models", model + ".html")
+    label = labels.get(model)
+    if not label or label == model:
+        return f"<a href=\"{link}\">{esc(model)}</a>"
+    return f"<a href=\"{link}\">{esc(label)}</a> <span class=\"note\">{esc(model)}</span>"
+
+
+def index_page(by_model: dict[str, list[CaseView]], compared: Sequence[str],
+               labels: Mapping[str, str] | None = None) -> str:
+    """Every model (by its leaderboard label where ``labels`` has one) with its headline, then comparisons."""
+    labels = labels or {}
+    rows = "".join(f"<tr><td>{_model_cell(m, labels)}</td>"
                    f"<td class=\"num\">{len(cases)}</td><td class=\"num\">{headline(cases)[0]:g}</td>"
                    f"<td class=\"num\">{headline(cases)[1]:g}</td></tr>" for m, cases in by_model.items())
     compare = ""

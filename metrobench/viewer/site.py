@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,10 +65,11 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8", errors="backslashreplace")
 
 
-def _render_all(tmp: Path, by_model: dict[str, list[CaseView]], by_case: dict[str, list[CaseView]]) -> int:
+def _render_all(tmp: Path, by_model: dict[str, list[CaseView]], by_case: dict[str, list[CaseView]],
+                labels: Mapping[str, str] | None = None) -> int:
     """Write every page under ``tmp``; returns the number of comparison pages."""
     compared = {case_id: group for case_id, group in by_case.items() if len(group) > 1}
-    _write(tmp / "index.html", pages.index_page(by_model, list(compared)))
+    _write(tmp / "index.html", pages.index_page(by_model, list(compared), labels))
     for model, cases in by_model.items():
         _write(tmp / "models" / f"{model}.html", pages.model_page(model, cases, set(compared)))
         for case in cases:
@@ -92,14 +94,15 @@ def _rating_page(sample: str | Path, data: str | Path | None) -> str:
 
 def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None = None,
                data: str | Path | None = None, partition: str = "full",
-               calibration: str | Path | None = None) -> SiteSummary:
+               calibration: str | Path | None = None, labels: Mapping[str, str] | None = None) -> SiteSummary:
     """The whole site for the chosen models (default: every model in the scores).
 
     With the benchmark at ``data`` (default ``$METROBENCH_DATA``) pages show each
     case's title, and records without messages get their prompt and user turns
     rebuilt; without it those cases show their tool calls only. With a ``calibration``
     sample the site also holds ``calibrate.html``, the page people rate it on
-    (:mod:`metrobench.viewer.calibrate`).
+    (:mod:`metrobench.viewer.calibrate`). ``labels`` (model -> leaderboard label,
+    :func:`metrobench.viewer.labels.leaderboard_labels`) name the index's models as Table 2 does.
     """
     check_out(Path(out))
     rating_page = _rating_page(calibration, data) if calibration is not None else None
@@ -122,7 +125,7 @@ def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None 
     for group in by_case.values():
         group.sort(key=lambda v: order.index(v.model))
     with atomic_dir(out) as tmp:
-        compare_pages = _render_all(tmp, by_model, by_case)
+        compare_pages = _render_all(tmp, by_model, by_case, labels)
         if rating_page is not None:
             _write(tmp / "calibrate.html", rating_page)
         (tmp / MARKER).write_text("written by metrobench view; a rebuild replaces this folder\n")

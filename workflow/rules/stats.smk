@@ -107,9 +107,12 @@ rule view:
         "../envs/cpu.yaml"
     params:
         data=data_flag(),
+        # the study config: the index names models by their leaderboard labels
+        config=merged_config_flag(),
         runs=lambda w: paths.runs_root(BENCH_VIEW),
         scores=lambda w: paths.scores_root(BENCH_VIEW),
         models=" ".join(f"--model {m}" for m in VIEW_MODELS),
     shell:
-        "metrobench view {params.data} --runs {params.runs} --scores {params.scores} {params.models}"
+        "metrobench view {params.data} {params.config} --runs {params.runs} --scores {params.scores}"
+        " {params.models}"
         " --calibration {input.calibration} --out {output} > {log} 2>&1"
