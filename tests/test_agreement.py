@@ -135,6 +135,22 @@ def test_one_cache_the_calibration_judges_share_holds_two_raters(tmp_path):
         f"judge-a ({again})", f"judge-a ({shared})", "judge-b"]
 
 
+def test_replies_without_a_score_are_rated_one_and_counted(tmp_path, capsys):
+    from metrobench.calibration.sources import from_caches
+    from metrobench.scoring.judge import Judge, JudgeCache
+    from metrobench.scoring.rubrics import JudgeTask
+
+    class Chatty(_Grader):
+        def complete(self, system, prompt):
+            return "I think it is fine." if prompt.endswith("c2") else super().complete(system, prompt)
+
+    judge = Judge(Chatty("judge-c", {"prompt c1": 0, "prompt c3": 2}), JudgeCache(tmp_path / "c.jsonl"))
+    judge.resolve([JudgeTask("scope_adherence", c, f"prompt {c}", "answer", float) for c in ("c1", "c2", "c3")])
+    assert from_caches([tmp_path / "c.jsonl"]) == {"judge-c": {"c1/scope_adherence": 0, "c2/scope_adherence": 1,
+                                                               "c3/scope_adherence": 2}}
+    assert "judge judge-c: 1 of 3 replies without a 'Score: N' to read, rated 1" in capsys.readouterr().err
+
+
 def _bad_input(tmp_path):
     """A good cache, and beside it: a ratings CSV, a cache sharing no item, a rating of 3, one item twice."""
     a = _cache(tmp_path / "a.jsonl", "judge-a", GRADES_A)

@@ -8,7 +8,8 @@ rater (a cache the calibration judges share holds several), named by its model i
 answered; its rating is the judge's 0/1/2 as read from its reply. A cache line does not hold the
 answer it judged, so a judge that judged one case and component twice in one cache (two models'
 answers, two systems) leaves the item ambiguous and is refused: compare scored folders instead.
-Lines the cache itself would skip (one cut by a killed writer) are skipped with its warning.
+Lines the cache itself would skip (one cut by a killed writer) are skipped with its warning;
+replies without a ``Score: N`` to read (rated 1, as the reference scores them) are counted in a note.
 
 :func:`from_scores` reads scored folders (:mod:`metrobench.scoring.store`); each folder is one
 rater, named by the folder as given. An item is a ``model/system/case_id/component`` whose points
@@ -31,6 +32,7 @@ from pathlib import Path
 from metrobench.calibration.judging import normalise
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.judge import cache_entry
+from metrobench.scoring.rubrics import reply_parsed
 
 Ratings = dict[str, int]  # item id -> 0/1/2
 #: The cache fields an item needs beside a verdict (written by Judge since it kept them).
@@ -73,7 +75,10 @@ def _read_cache(path: Path) -> dict[str, Ratings]:
         print(f"metrobench: warning: {path}: {len(skipped)} unusable judge-cache line"
               f"{'s' if len(skipped) > 1 else ''} skipped ({shown})", file=sys.stderr)
     judges: dict[str, Ratings] = {}
+    unparsed: dict[str, int] = {}
     for entry in entries.values():
+        if isinstance(entry["raw"], str) and not reply_parsed(entry["raw"]):
+            unparsed[entry["judge_model"]] = unparsed.get(entry["judge_model"], 0) + 1
         item = f"{entry['case_id']}/{entry['component']}"
         mine = judges.setdefault(entry["judge_model"], {})
         if item in mine:
@@ -82,6 +87,9 @@ def _read_cache(path: Path) -> dict[str, Ratings]:
                                   "models or runs): a cache line does not say which answer it judged; "
                                   "compare scored folders (--scores) instead")
         mine[item] = entry["score"]
+    for model, n in sorted(unparsed.items()):
+        print(f"metrobench: note: {path}: judge {model}: {n} of {len(judges[model])} replies without a "
+              "'Score: N' to read, rated 1 (as the reference scores them)", file=sys.stderr)
     return judges
 
 
