@@ -13,9 +13,10 @@ One home for this, so that every writer has the same names and the same care.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -113,3 +114,35 @@ def atomic_dir(path: Path | str) -> Iterator[Path]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
+
+
+def lock_path(path: Path | str) -> Path:
+    """The sidecar beside ``path`` (``.<name>.lock``) that an OS lock on ``path`` is held on."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextmanager
+def sidecar_lock(path: Path, on_busy: Callable[[], None]) -> Iterator[None]:
+    """Hold the exclusive flock of ``path``'s sidecar (:func:`lock_path`; left in place, empty).
+
+    When another process holds it, ``on_busy()`` is called first (it raises to refuse, or says
+    that this one waits) and the lock is then awaited. Closing the only descriptor releases it.
+    """
+    from metrobench.errors import MetrobenchError
+
+    sidecar = lock_path(path)
+    try:
+        sidecar.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(sidecar, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise MetrobenchError(f"{path}: cannot create the lock file {sidecar}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            on_busy()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from metrobench.calibration.judging import normalise
 from metrobench.errors import MetrobenchError
-from metrobench.scoring.judge import cache_entry
+from metrobench.scoring.judge import read_cache, skipped_lines
 from metrobench.scoring.rubrics import reply_parsed
 
 Ratings = dict[str, int]  # item id -> 0/1/2
@@ -42,21 +42,11 @@ JUDGE_REASON = "Judge: "  # the scorer's reason for points a judge's reply gave 
 
 def _read_cache(path: Path) -> dict[str, Ratings]:
     """judge model -> item -> rating, from one cache file (module contract)."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise MetrobenchError(f"{path}: no such judge cache") from None
-    except OSError as exc:
-        raise MetrobenchError(f"{path}: judge cache unreadable ({exc.strerror or exc})") from None
+    if not path.exists():
+        raise MetrobenchError(f"{path}: no such judge cache")
+    lines, skipped = read_cache(path)
     entries: dict[str, dict] = {}
-    skipped: list[str] = []
-    for number, line in enumerate(data.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        entry, problem = cache_entry(line)
-        if entry is None:
-            skipped.append(f"line {number}: {problem}")
-            continue
+    for number, entry in lines:
         missing = [name for name in ITEM_FIELDS if not isinstance(entry.get(name), str)]
         if missing:
             raise MetrobenchError(f"{path}: line {number}: case {entry.get('case_id', '?')}: no field "
@@ -71,9 +61,7 @@ def _read_cache(path: Path) -> dict[str, Ratings]:
         raise MetrobenchError(f"{path}: not a judge cache: no line holds a judgment (key, score, reason, raw)"
                               f"{why}")
     if skipped:
-        shown = "; ".join(skipped[:3]) + (f"; {len(skipped) - 3} more" if len(skipped) > 3 else "")
-        print(f"metrobench: warning: {path}: {len(skipped)} unusable judge-cache line"
-              f"{'s' if len(skipped) > 1 else ''} skipped ({shown})", file=sys.stderr)
+        print(f"metrobench: warning: {path}: {skipped_lines(skipped)}", file=sys.stderr)
     judges: dict[str, Ratings] = {}
     unparsed: dict[str, int] = {}
     for entry in entries.values():

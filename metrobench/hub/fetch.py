@@ -35,16 +35,15 @@ fetch jobs do on a config that was never locked, seconds after they start.
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from metrobench.atomic import write_text
+from metrobench.atomic import lock_path, sidecar_lock, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.hub.lock import LockedBase, LockedGguf, LockFile, file_problem, gguf_key
 from metrobench.hub.resolve import disk_problem, hub_error, quiet_hub, status_problem
@@ -66,11 +65,6 @@ def _drop_other_parts(dest: Path, keep: Path) -> None:
             other.unlink(missing_ok=True)
 
 
-def lock_path(dest: Path) -> Path:
-    """The sidecar a fetch of ``dest`` holds its OS lock on."""
-    return dest.with_name(f".{dest.name}.lock")
-
-
 def locked_gguf(lock: LockFile, lock_path: str, path: str) -> LockedGguf:
     entry = lock.gguf.get(path)
     if entry is None:
@@ -78,25 +72,13 @@ def locked_gguf(lock: LockFile, lock_path: str, path: str) -> LockedGguf:
     return entry
 
 
-@contextmanager
-def fetch_lock(dest: Path) -> Iterator[None]:
+def fetch_lock(dest: Path) -> AbstractContextManager[None]:
     """Hold ``dest``'s fetch lock; when another process holds it, say so once and wait for it."""
-    sidecar = lock_path(dest)
-    try:
-        sidecar.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(sidecar, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise MetrobenchError(f"{dest}: cannot create the lock file {sidecar}: {exc.strerror}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"{dest}: another fetch of this file is running; waiting for it to finish", file=sys.stderr,
-                  flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the only descriptor releases the lock
+    def waiting() -> None:
+        print(f"{dest}: another fetch of this file is running; waiting for it to finish", file=sys.stderr,
+              flush=True)
+
+    return sidecar_lock(dest, waiting)
 
 
 def fetch_gguf(lock: LockFile, lock_path: str, path: str) -> Path:

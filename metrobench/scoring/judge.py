@@ -248,6 +248,32 @@ def cache_entry(line: bytes) -> tuple[dict[str, Any] | None, str]:
     return (None, f"no {', '.join(missing)}") if missing else (entry, "")
 
 
+def read_cache(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
+    """A judge cache file's usable entries with their line numbers, in file order, and why each
+    other non-blank line cannot be used (``line N: ...``)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise MetrobenchError(f"{path}: judge cache unreadable ({exc.strerror or exc})") from None
+    lines: list[tuple[int, dict[str, Any]]] = []
+    skipped: list[str] = []
+    for number, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        entry, problem = cache_entry(line)
+        if entry is None:
+            skipped.append(f"line {number}: {problem}")
+        else:
+            lines.append((number, entry))
+    return lines, skipped
+
+
+def skipped_lines(skipped: list[str]) -> str:
+    """The warning's words for unusable cache lines: how many, and the first three reasons."""
+    shown = "; ".join(skipped[:3]) + (f"; {len(skipped) - 3} more" if len(skipped) > 3 else "")
+    return f"{len(skipped)} unusable judge-cache line{'s' if len(skipped) > 1 else ''} skipped ({shown})"
+
+
 class JudgeCache:
     """Judgments on disk, one JSON object per line; later lines win; unusable lines skipped with a warning."""
 
@@ -259,23 +285,11 @@ class JudgeCache:
             self._load(self.path)
 
     def _load(self, path: Path) -> None:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise MetrobenchError(f"{path}: judge cache unreadable ({exc.strerror or exc})") from None
-        skipped: list[str] = []
-        for number, line in enumerate(data.split(b"\n"), 1):
-            if not line.strip():
-                continue
-            entry, problem = cache_entry(line)
-            if entry is None:
-                skipped.append(f"line {number}: {problem}")
-            else:
-                self.entries[entry["key"]] = entry
+        lines, skipped = read_cache(path)
+        for _, entry in lines:
+            self.entries[entry["key"]] = entry
         if skipped:
-            shown = "; ".join(skipped[:3]) + (f"; {len(skipped) - 3} more" if len(skipped) > 3 else "")
-            print(f"metrobench: warning: {path}: {len(skipped)} unusable judge-cache line"
-                  f"{'s' if len(skipped) > 1 else ''} skipped ({shown}); those judgments are asked again",
+            print(f"metrobench: warning: {path}: {skipped_lines(skipped)}; those judgments are asked again",
                   file=sys.stderr)
 
     def get(self, key: str) -> dict[str, Any] | None:

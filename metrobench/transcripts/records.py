@@ -38,7 +38,6 @@ produced can fail to be written.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -49,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from metrobench.atomic import atomic_open
+from metrobench.atomic import atomic_open, lock_path, sidecar_lock
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_objects, read_utf8
 
@@ -223,11 +222,6 @@ class TranscriptWriter:
 _HELD: dict[str, int] = {}
 
 
-def lock_path(path: Path) -> Path:
-    path = Path(path)
-    return path.with_name(f".{path.name}.lock")
-
-
 @contextmanager
 def transcript_lock(path: Path, wait: bool = False) -> Iterator[None]:
     """Hold the transcript's writer lock, or refuse when another process holds it.
@@ -247,30 +241,21 @@ def transcript_lock(path: Path, wait: bool = False) -> Iterator[None]:
         finally:
             _HELD[key] -= 1
         return
-    sidecar = lock_path(path)
-    try:
-        sidecar.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(sidecar, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise MetrobenchError(f"{path}: cannot create the lock file {sidecar}: {exc.strerror}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if wait:
-                print(f"{path}: another metrobench process is running this model on this system; "
-                      "waiting for it to finish", file=sys.stderr, flush=True)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            else:
-                raise MetrobenchError(f"{path}: another metrobench process is writing this transcript "
-                                      f"(lock {sidecar.name}); wait for it to finish or use another --out") from None
+
+    def busy() -> None:
+        if wait:
+            print(f"{path}: another metrobench process is running this model on this system; "
+                  "waiting for it to finish", file=sys.stderr, flush=True)
+        else:
+            raise MetrobenchError(f"{path}: another metrobench process is writing this transcript "
+                                  f"(lock {lock_path(path).name}); wait for it to finish or use another --out")
+
+    with sidecar_lock(path, busy):
         _HELD[key] = 1
         try:
             yield
         finally:
             del _HELD[key]
-    finally:
-        os.close(fd)  # closing the only descriptor releases the lock
 
 
 def _drop_partial_last_line(path: Path) -> None:
