@@ -477,7 +477,7 @@ def test_rating_three_pairs_in_headless_chromium_downloads_them_as_the_csv_table
         assert browser.evaluate(shown) == "3"
         assert browser.evaluate("document.querySelector('section.pair[data-id=\"3\"] [data-given]').textContent") == "1"
         assert browser.evaluate("document.getElementById('progress').textContent") == "3 / 6 rated · pair 3 of 6"
-        shot = os.environ.get("METROBENCH_CALIBRATE_SCREENSHOT")  # scripts/calibrate-screenshot.sh
+        shot = os.environ.get("METROBENCH_CALIBRATE_SCREENSHOT")  # scripts/screenshots.sh calibrate
         if shot:
             browser.screenshot(Path(shot).resolve())
             assert Path(shot).stat().st_size > 10_000

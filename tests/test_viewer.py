@@ -259,7 +259,7 @@ def test_in_headless_chromium(runs, root, tmp_path):
     assert "&lt;script&gt;document.body.setAttribute('data-pwned','script')&lt;/script&gt;" in side
     assert "data-pwned=" not in side  # neither the injected script nor the onerror handler ran
     assert not re.search(r"<img[^>]*src=\"x\"", side)
-    shot = os.environ.get("METROBENCH_VIEWER_SCREENSHOT")
+    shot = os.environ.get("METROBENCH_VIEWER_SCREENSHOT")  # scripts/screenshots.sh viewer
     if shot:
         taken = chromium(f"--screenshot={Path(shot).resolve()}", "--window-size=1280,1000", "--hide-scrollbars",
                          (out / "compare" / f"{case_id}.html").resolve().as_uri())
