@@ -304,47 +304,33 @@ def test_cli_run_with_flags_and_clear_errors(root, tmp_path, capsys):
 ])
 def test_inline_study_models_resolve_with_the_command_line_name(config, model, max_tokens, gguf):
     """`bench --config C --model M` on an inline `models` entry (the paper's and the mini-study's)."""
-    import argparse
+    from metrobench.commands.common import ModelFlags, model_config
 
-    from metrobench.commands.common import _model_config
-
-    args = argparse.Namespace(config=[config], model=model, gguf=None, model_config=None, provider=None,
-                              base_url=None, api_key_env=None, temperature=None, max_tokens=None,
-                              thinking=None, reasoning_effort=None, concurrency=None, max_rounds=None,
-                              timeout=None)
-    resolved = _model_config(args)
+    resolved = model_config(config=[config], model=model)
     assert (resolved.name, resolved.max_tokens, resolved.serving.gguf) == (model, max_tokens, gguf)
-    assert _model_config(argparse.Namespace(**{**vars(args), "max_tokens": 7})).max_tokens == 7
+    assert model_config(config=[config], model=model, flags=ModelFlags(max_tokens=7)).max_tokens == 7
 
 
 def test_gguf_flag_replaces_the_model_file_of_every_kind_of_model_config():
     """`bench --gguf STUDENT` with a model config file, a study config, or flags only (never ignored)."""
-    import argparse
+    from metrobench.commands.common import ModelFlags, model_config
 
-    from metrobench.commands.common import _model_config
-
-    base = dict(config=None, model=None, gguf="results/peft/135m/seed42/model-Q4_K_M.gguf", model_config=None,
-                provider=None, base_url=None, api_key_env=None, temperature=None, max_tokens=None, thinking=None,
-                reasoning_effort=None, concurrency=None, max_rounds=None, timeout=None)
-    for extra in ({"model_config": "config/models/smollm2-135m.yaml"},
+    gguf = "results/peft/135m/seed42/model-Q4_K_M.gguf"
+    for extra in ({"model_file": "config/models/smollm2-135m.yaml"},
                   {"config": ["config/mini-study.yaml"], "model": "135m-peft-s42"},
-                  {"model": "student", "provider": "llama_cpp"}):
-        cfg = _model_config(argparse.Namespace(**{**base, **extra}))
-        assert (cfg.serving.gguf, cfg.serving.gguf_package) == (base["gguf"], None), extra
-    from_file = _model_config(argparse.Namespace(**{**base, "model_config": "config/models/smollm2-135m.yaml"}))
+                  {"model": "student", "flags": ModelFlags(provider="llama_cpp")}):
+        cfg = model_config(gguf=gguf, **extra)
+        assert (cfg.serving.gguf, cfg.serving.gguf_package) == (gguf, None), extra
+    from_file = model_config(model_file="config/models/smollm2-135m.yaml", gguf=gguf)
     assert from_file.serving.chat_template_file == "metrobench:tools" and from_file.max_tokens == 128
 
 
-def _cli_fingerprint(config: list[str], model: str, **kw) -> str:
+def _cli_fingerprint(config: list[str], model: str, gguf: str | None = None, repeat: int | None = None,
+                     **flags) -> str:
     """What `bench --config C --model M ...` records as its settings fingerprint."""
-    import argparse
+    from metrobench.commands.common import ModelFlags, model_config
 
-    from metrobench.commands.common import _model_config
-
-    args = dict(config=config, model=model, gguf=None, model_config=None, provider=None, base_url=None,
-                api_key_env=None, temperature=None, max_tokens=None, thinking=None, reasoning_effort=None,
-                concurrency=None, max_rounds=None, timeout=None, repeat=None)
-    return _model_config(argparse.Namespace(**{**args, **kw})).fingerprint()
+    return model_config(config=config, model=model, gguf=gguf, repeat=repeat, flags=ModelFlags(**flags)).fingerprint()
 
 
 def test_the_workflow_fingerprint_is_the_runs_and_moves_only_with_what_shapes_answers(tmp_path):
