@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
-from fake_messages_api import FakeMessagesAPI
+from metrobench.standins.messages_api import FakeMessagesAPI
 
 from metrobench import layout
 from metrobench.paper import figures

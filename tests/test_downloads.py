@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fake_hf_hub import FakeHub
+from metrobench.standins.hf_hub import FakeHub
 from test_models_lock import BASE, BASE_REPO, COMMIT, DEST, GGUF, GGUF_REPO, config, metrobench, one_error
 
 from metrobench.errors import MetrobenchError

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload
 
 from metrobench import layout
 from metrobench.cli import main

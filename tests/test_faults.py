@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_messages_api import FakeMessagesAPI
-from fake_openai_api import FakeOpenAI, chat_payload
+from metrobench.standins.messages_api import FakeMessagesAPI
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError

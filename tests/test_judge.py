@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 import pytest
-from fake_messages_api import FakeMessagesAPI
+from metrobench.standins.messages_api import FakeMessagesAPI
 from scoring_helpers import by_name, call, score
 
 from metrobench.cli import main

@@ -21,7 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload
 
 from conftest import workflow_copy
 from metrobench import layout

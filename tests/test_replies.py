@@ -12,7 +12,7 @@ import copy
 import json
 
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload, tool_call
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
 
 from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.run import run_model

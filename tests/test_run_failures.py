@@ -18,7 +18,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload, tool_call
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
 
 from metrobench.agents.prompts import user_message
 from metrobench.agents.runner.config import ModelConfig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload, tool_call
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError

@@ -7,7 +7,7 @@ import hashlib
 import json
 
 import pytest
-from fake_openai_api import FakeOpenAI
+from metrobench.standins.openai_api import FakeOpenAI
 from test_runner import cfg, good_agent, run, score_records
 
 from metrobench.errors import MetrobenchError
