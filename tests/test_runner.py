@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
@@ -13,6 +12,7 @@ from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.run import run_model
 from metrobench.scoring.scorer import Scorer
 from metrobench.transcripts.records import read_run
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
 
 
 def cfg(url: str, **kw) -> ModelConfig:
