@@ -325,6 +325,27 @@ def test_gguf_flag_replaces_the_model_file_of_every_kind_of_model_config():
     assert from_file.serving.chat_template_file == "metrobench:tools" and from_file.max_tokens == 128
 
 
+def test_model_flags_read_every_model_option_the_parser_declares():
+    """`ModelFlags.parsed` is the one reader of `add_model_options`' flags: each set flag lands in its field,
+    and a flag added to the parser without a field fails here (it would be silently ignored)."""
+    import argparse
+    from dataclasses import fields
+
+    from metrobench.commands.common import ModelFlags, add_model_options
+
+    parser = argparse.ArgumentParser()
+    add_model_options(parser)
+    args = parser.parse_args(["--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "KEY",
+                              "--temperature", "0.5", "--max-tokens", "9", "--thinking", "--reasoning-effort", "low",
+                              "--concurrency", "3", "--max-rounds", "4", "--timeout", "5"])
+    assert ModelFlags.parsed(args) == ModelFlags(provider="openai", base_url="http://127.0.0.1:9/v1",
+                                                 api_key_env="KEY", temperature=0.5, max_tokens=9, thinking=True,
+                                                 reasoning_effort="low", concurrency=3, max_rounds=4, timeout_s=5.0)
+    sources = {"help", "config", "model_config", "model", "gguf", "repeat"}   # model_config's own arguments
+    flags = {action.dest for action in parser._actions} - sources
+    assert flags == {field.name for field in fields(ModelFlags)} - {"timeout_s"} | {"timeout"}
+
+
 def _cli_fingerprint(config: list[str], model: str, gguf: str | None = None, repeat: int | None = None,
                      **flags) -> str:
     """What `bench --config C --model M ...` records as its settings fingerprint."""

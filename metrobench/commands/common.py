@@ -1,8 +1,13 @@
 """What several stages share: argument types, common options, study and model configs, case selection.
 
-Contract: importing this module costs nothing beyond argparse (every
+Contract: importing this module costs nothing beyond argparse and dataclasses (every
 other import sits inside a function), and every failure it reports is a
-:class:`~metrobench.errors.MetrobenchError` naming the file, flag or case.
+:class:`~metrobench.errors.MetrobenchError` naming the file, flag or case. The parser
+builders (``add_*``) take the parser; the helpers that compute something take values,
+not the parsed ``Namespace`` (each command passes its own ``args.x``), so a caller
+other than the CLI can use them: :func:`open_bench`, :func:`verified_bench`,
+:func:`model_config` (with :class:`ModelFlags`, the model flags as one typed value)
+and :func:`run_selection`.
 """
 
 from __future__ import annotations
