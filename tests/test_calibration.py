@@ -160,7 +160,7 @@ def grade(prompt: str) -> str:
 
 @pytest.fixture
 def api(monkeypatch):
-    from fake_messages_api import FakeMessagesAPI
+    from metrobench.standins.messages_api import FakeMessagesAPI
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     with FakeMessagesAPI(grade) as server:

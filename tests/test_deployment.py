@@ -8,7 +8,6 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pytest
-from fake_messages_api import FakeMessagesAPI
 
 from metrobench import layout
 from metrobench.paper import figures
@@ -21,6 +20,7 @@ from metrobench.scoring.store import SCHEMA
 from metrobench.stats.cases import load_case_scores
 from metrobench.study import Price, StudyConfig
 from metrobench.transcripts.records import CaseRecord, write_transcript
+from metrobench.standins.messages_api import FakeMessagesAPI
 
 LOCAL_SERVING = {"gguf": "m.gguf", "gguf_sha256": "ab" * 32, "parallel": 2, "n_gpu_layers": 99}
 STUDENT_SERVING = {"gguf": layout.QUANTIZED_GGUF, "parallel": 1, "n_gpu_layers": 0}

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fake_hf_hub import FakeHub
 from test_models_lock import BASE, BASE_REPO, COMMIT, DEST, GGUF, GGUF_REPO, config, metrobench, one_error
 
 from metrobench.errors import MetrobenchError
 from metrobench.study import load_study
+from metrobench.standins.hf_hub import FakeHub
 
 NAME = "Qwen3.5-2B-Q8_0.gguf"
 CDN_PATH = f"/{GGUF_REPO}/{NAME}"

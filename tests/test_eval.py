@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload
 
 from metrobench import layout
 from metrobench.cli import main
 from metrobench.data.root import SYSTEMS
 from metrobench.transcripts.records import read_run
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload
 
 DECLINED = chat_payload('{"outcome": "request_declined"}')
 

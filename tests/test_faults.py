@@ -11,8 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_messages_api import FakeMessagesAPI
-from fake_openai_api import FakeOpenAI, chat_payload
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
@@ -21,6 +19,8 @@ from metrobench.agents.runner.run import run_model
 from metrobench.scoring.judge import AnthropicBackend, Judge, JudgeCache, OpenAIBackend
 from metrobench.scoring.rubrics import JudgeTask
 from metrobench.transcripts.records import read_run
+from metrobench.standins.messages_api import FakeMessagesAPI
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload
 
 HTML = b"<html><body><h1>502 Bad Gateway</h1><p>upstream proxy page</p></body></html>"
 IDS = ["MARTA-A-001", "MARTA-A-002", "MARTA-A-003"]

@@ -190,7 +190,7 @@ def runner_trace(bench, tmp_path) -> list[dict]:
     and reasoning beside them and compact JSON arguments, as an LLM teacher may.
     """
     pytest.importorskip("openai")
-    from fake_openai_api import FakeOpenAI, chat_payload, tool_call
+    from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
 
     from metrobench.agents.runner.config import ModelConfig
     from metrobench.agents.runner.run import run_model

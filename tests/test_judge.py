@@ -4,7 +4,6 @@ from __future__ import annotations
 
 
 import pytest
-from fake_messages_api import FakeMessagesAPI
 from scoring_helpers import by_name, call, score
 
 from metrobench.cli import main
@@ -17,6 +16,7 @@ from metrobench.scoring.judge import (
     make_judge,
 )
 from metrobench.scoring.rubrics import JUDGE_SYSTEM, parse_reply
+from metrobench.standins.messages_api import FakeMessagesAPI
 
 SECRET = "sk-ant-test-0123456789-never-log-me"
 

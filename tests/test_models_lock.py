@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fake_hf_hub import FakeHub
+from metrobench.standins.hf_hub import FakeHub
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 NEWER = "89abcdef0123456789abcdef0123456789abcdef"

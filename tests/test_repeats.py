@@ -21,7 +21,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload
 
 from conftest import workflow_copy
 from metrobench import layout
@@ -33,6 +32,7 @@ from metrobench.stats.bootstrap import bootstrap, bootstrap_stratified, paired_b
 from metrobench.stats.cases import load_case_scores
 from metrobench.study import StudyConfig
 from metrobench.transcripts.records import CaseRecord, read_run, write_transcript
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload
 
 REPO = Path(__file__).resolve().parents[1]
 HOLDOUT = ("MARTA-A-001", "MARTA-B-001", "BART-A-001", "BART-C-001")

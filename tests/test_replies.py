@@ -12,12 +12,12 @@ import copy
 import json
 
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload, tool_call
 
 from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.run import run_model
 from metrobench.scoring.scorer import Scorer
 from metrobench.transcripts.records import CaseRecord, TranscriptWriter, read_run
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
 
 IDS = ["MARTA-A-001", "MARTA-A-002"]
 DECLINED = '{"outcome": "request_declined"}'

@@ -18,13 +18,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload, tool_call
 
 from metrobench.agents.prompts import user_message
 from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.run import run_model
 from metrobench.cli import main
 from metrobench.transcripts.records import CaseRecord, ending, ending_kind, read_run
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
 
 IDS = ["MARTA-A-001", "MARTA-A-002", "MARTA-A-003", "MARTA-A-004"]
 DECLINED = chat_payload('{"outcome": "request_declined"}')

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload, tool_call
 
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
@@ -13,6 +12,7 @@ from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.run import run_model
 from metrobench.scoring.scorer import Scorer
 from metrobench.transcripts.records import read_run
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
 
 
 def cfg(url: str, **kw) -> ModelConfig:
@@ -304,47 +304,54 @@ def test_cli_run_with_flags_and_clear_errors(root, tmp_path, capsys):
 ])
 def test_inline_study_models_resolve_with_the_command_line_name(config, model, max_tokens, gguf):
     """`bench --config C --model M` on an inline `models` entry (the paper's and the mini-study's)."""
-    import argparse
+    from metrobench.commands.common import ModelFlags, model_config
 
-    from metrobench.commands.common import _model_config
-
-    args = argparse.Namespace(config=[config], model=model, gguf=None, model_config=None, provider=None,
-                              base_url=None, api_key_env=None, temperature=None, max_tokens=None,
-                              thinking=None, reasoning_effort=None, concurrency=None, max_rounds=None,
-                              timeout=None)
-    resolved = _model_config(args)
+    resolved = model_config(config=[config], model=model)
     assert (resolved.name, resolved.max_tokens, resolved.serving.gguf) == (model, max_tokens, gguf)
-    assert _model_config(argparse.Namespace(**{**vars(args), "max_tokens": 7})).max_tokens == 7
+    assert model_config(config=[config], model=model, flags=ModelFlags(max_tokens=7)).max_tokens == 7
 
 
 def test_gguf_flag_replaces_the_model_file_of_every_kind_of_model_config():
     """`bench --gguf STUDENT` with a model config file, a study config, or flags only (never ignored)."""
-    import argparse
+    from metrobench.commands.common import ModelFlags, model_config
 
-    from metrobench.commands.common import _model_config
-
-    base = dict(config=None, model=None, gguf="results/peft/135m/seed42/model-Q4_K_M.gguf", model_config=None,
-                provider=None, base_url=None, api_key_env=None, temperature=None, max_tokens=None, thinking=None,
-                reasoning_effort=None, concurrency=None, max_rounds=None, timeout=None)
-    for extra in ({"model_config": "config/models/smollm2-135m.yaml"},
+    gguf = "results/peft/135m/seed42/model-Q4_K_M.gguf"
+    for extra in ({"model_file": "config/models/smollm2-135m.yaml"},
                   {"config": ["config/mini-study.yaml"], "model": "135m-peft-s42"},
-                  {"model": "student", "provider": "llama_cpp"}):
-        cfg = _model_config(argparse.Namespace(**{**base, **extra}))
-        assert (cfg.serving.gguf, cfg.serving.gguf_package) == (base["gguf"], None), extra
-    from_file = _model_config(argparse.Namespace(**{**base, "model_config": "config/models/smollm2-135m.yaml"}))
+                  {"model": "student", "flags": ModelFlags(provider="llama_cpp")}):
+        cfg = model_config(gguf=gguf, **extra)
+        assert (cfg.serving.gguf, cfg.serving.gguf_package) == (gguf, None), extra
+    from_file = model_config(model_file="config/models/smollm2-135m.yaml", gguf=gguf)
     assert from_file.serving.chat_template_file == "metrobench:tools" and from_file.max_tokens == 128
 
 
-def _cli_fingerprint(config: list[str], model: str, **kw) -> str:
-    """What `bench --config C --model M ...` records as its settings fingerprint."""
+def test_model_flags_read_every_model_option_the_parser_declares():
+    """`ModelFlags.parsed` is the one reader of `add_model_options`' flags: each set flag lands in its field,
+    and a flag added to the parser without a field fails here (it would be silently ignored)."""
     import argparse
+    from dataclasses import fields
 
-    from metrobench.commands.common import _model_config
+    from metrobench.commands.common import ModelFlags, add_model_options
 
-    args = dict(config=config, model=model, gguf=None, model_config=None, provider=None, base_url=None,
-                api_key_env=None, temperature=None, max_tokens=None, thinking=None, reasoning_effort=None,
-                concurrency=None, max_rounds=None, timeout=None, repeat=None)
-    return _model_config(argparse.Namespace(**{**args, **kw})).fingerprint()
+    parser = argparse.ArgumentParser()
+    add_model_options(parser)
+    args = parser.parse_args(["--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--api-key-env", "KEY",
+                              "--temperature", "0.5", "--max-tokens", "9", "--thinking", "--reasoning-effort", "low",
+                              "--concurrency", "3", "--max-rounds", "4", "--timeout", "5"])
+    assert ModelFlags.parsed(args) == ModelFlags(provider="openai", base_url="http://127.0.0.1:9/v1",
+                                                 api_key_env="KEY", temperature=0.5, max_tokens=9, thinking=True,
+                                                 reasoning_effort="low", concurrency=3, max_rounds=4, timeout_s=5.0)
+    sources = {"help", "config", "model_config", "model", "gguf", "repeat"}   # model_config's own arguments
+    flags = {action.dest for action in parser._actions} - sources
+    assert flags == {field.name for field in fields(ModelFlags)} - {"timeout_s"} | {"timeout"}
+
+
+def _cli_fingerprint(config: list[str], model: str, gguf: str | None = None, repeat: int | None = None,
+                     **flags) -> str:
+    """What `bench --config C --model M ...` records as its settings fingerprint."""
+    from metrobench.commands.common import ModelFlags, model_config
+
+    return model_config(config=config, model=model, gguf=gguf, repeat=repeat, flags=ModelFlags(**flags)).fingerprint()
 
 
 def test_the_workflow_fingerprint_is_the_runs_and_moves_only_with_what_shapes_answers(tmp_path):

@@ -12,7 +12,8 @@ from metrobench.data import SYSTEMS
 from metrobench.scoring import errata as E
 from metrobench.scoring.errata import parse_errata
 from metrobench.scoring.scorer import Scorer, applicable
-from metrobench.kiosk.tools import ToolSession, call_tool
+from metrobench.kiosk.tools.dispatch import call_tool
+from metrobench.kiosk.tools.session import ToolSession
 from metrobench.transcripts.records import MISSING, CaseRecord
 
 PLAN = [call("route_planner"), call("fare_calculator"), accepted_submit()]

@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload
 
 from metrobench.cli import main
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload
 
 SENTINEL = "sk-SENTINEL-1234567890abcdef"
 #: A key with no dash or underscore: the shape of a Mistral or Azure key, a valid-looking name.

@@ -10,7 +10,8 @@ import time
 import httpx
 import pytest
 
-from metrobench.kiosk.tools import ToolSession, call_tool
+from metrobench.kiosk.tools.dispatch import call_tool
+from metrobench.kiosk.tools.session import ToolSession
 
 
 def _free_port() -> int:

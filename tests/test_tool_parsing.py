@@ -7,7 +7,6 @@ import hashlib
 import json
 
 import pytest
-from fake_openai_api import FakeOpenAI
 from test_runner import cfg, good_agent, run, score_records
 
 from metrobench.errors import MetrobenchError
@@ -17,6 +16,7 @@ from metrobench.agents.runner.config import ModelConfig, parse_model_config
 from metrobench.agents.runner.loop import run_case
 from metrobench.agents.runner.tool_parsing import apply_tool_parser, parse_text_tool_calls
 from metrobench.transcripts.records import read_run
+from metrobench.standins.openai_api import FakeOpenAI
 
 
 def calls_of(text: str) -> list[tuple[str, dict | str, str | None]]:

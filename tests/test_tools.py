@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from metrobench.kiosk.contract import TerminalState, response_id
-from metrobench.kiosk.tools import ToolSession, call_tool
+from metrobench.kiosk.tools.dispatch import call_tool
+from metrobench.kiosk.tools.session import ToolSession
 from metrobench.kiosk.tools.functions import route_id_for
 from metrobench.kiosk.tools.schemas import VALID_QUERY_TYPES
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from fake_openai_api import FakeOpenAI, chat_payload
 
 from metrobench.cli import main
 from metrobench.data.partition import load_split, select_cases
 from metrobench.transcripts.records import read_run
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload
 
 DECLINED = chat_payload('{"outcome": "request_declined"}')
 

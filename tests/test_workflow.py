@@ -270,7 +270,7 @@ def test_a_run_without_a_lock_stops_in_its_fetch_jobs_and_with_one_fetches_and_v
     the hub stand-in, the fetch job downloads and verifies the GGUF."""
     import hashlib
 
-    from fake_hf_hub import FakeHub
+    from metrobench.standins.hf_hub import FakeHub
 
     cwd = workflow_copy(tmp_path)
     data = ("--config", f"data={{path: {root}}}")
@@ -434,7 +434,7 @@ def test_an_edited_model_setting_reruns_its_runs_and_keeps_the_old_transcript(tm
     """Issue 41: max_tokens edited in the config reruns the model's run job (its settings param changed),
     which sets the old work transcript aside (not deleted, not refused) and runs afresh."""
     sys.path.insert(0, str(REPO / "tests"))
-    from fake_openai_api import FakeOpenAI, chat_payload
+    from metrobench.standins.openai_api import FakeOpenAI, chat_payload
 
     cwd = workflow_copy(tmp_path)
     target = f"{OUT}/runs/holdout/fake/marta.jsonl"

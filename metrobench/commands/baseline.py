@@ -14,24 +14,24 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.commands.common import (Subparsers, _add_data, _add_selection, _add_verify, _at_least_one,
-                                        _run_selection, _systems, _verified_bench)
+from metrobench.commands.common import (Subparsers, add_data, add_selection, add_verify, at_least_one,
+                                        run_selection, system_names, verified_bench)
 from metrobench.errors import MetrobenchError
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("rule-agent", help="run the scripted baseline, one transcript per system")
-    _add_data(p)
-    p.add_argument("--system", required=True, action="append", choices=_systems(),
+    add_data(p)
+    p.add_argument("--system", required=True, action="append", choices=system_names(),
                    help="system (repeatable: several in one process, with {system} in --out)")
-    _add_selection(p)
-    p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (as `bench`'s)")
+    add_selection(p)
+    p.add_argument("--sample", type=at_least_one, help="N cases spread over the categories (as `bench`'s)")
     p.add_argument("--model", default="rule-agent", help="model name recorded in the transcript")
     p.add_argument("--mode", default="baseline", choices=("baseline", "teacher"),
                    help="baseline: the paper's baseline, the reference's quirks included (default); "
                         "teacher: the same decisions, submitting route_planner's stops so the kiosk accepts them")
     p.add_argument("--out", required=True, help="transcript to write (JSONL); {system} stands for the system")
-    _add_verify(p)
+    add_verify(p)
     p.set_defaults(func=cmd_rule_agent)
 
 
@@ -43,10 +43,11 @@ def cmd_rule_agent(args: argparse.Namespace) -> int:
     systems = list(dict.fromkeys(args.system))
     if len(systems) > 1 and "{system}" not in args.out:
         raise MetrobenchError("--out: with several --system, the path must hold {system} (one transcript each)")
-    bench = _verified_bench(args)
+    bench = verified_bench(args.data, args.no_verify)
     check_name("model", args.model)
     for system in systems:
-        selection, cases = _run_selection(argparse.Namespace(**{**vars(args), "system": system}), bench)
+        selection, cases = run_selection(bench, system=system, partition=args.partition, split=args.split,
+                                         sample=args.sample)
         records = list(run_cases(bench.system(system), cases, model=args.model, mode=args.mode))
         recorded = selection.to_meta()
         for record in records:

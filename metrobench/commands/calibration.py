@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.commands.common import Subparsers, _add_data, _at_least_one, _bench, load_study
+from metrobench.commands.common import Subparsers, add_data, at_least_one, open_bench, load_study
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("calibration-sample", help="Table 1's sample: the published blind pairs, or a draw "
                                                   "from calibration.model's scored runs")
-    _add_data(p)
+    add_data(p)
     p.add_argument("--config", action="append", help="study config file(s), merged in order")
     p.add_argument("--scores", metavar="DIR", help="scores folder (calibration.sample: select)")
     p.add_argument("--runs", metavar="DIR", help="runs folder (calibration.sample: select)")
@@ -25,13 +25,13 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("table1", help="Table 1: the judges rate the sample; agreement of every pair of raters")
-    _add_data(p)
+    add_data(p)
     p.add_argument("--config", action="append", help="study config file(s), merged in order")
     p.add_argument("--sample", required=True, help="the sample (calibration-sample's --out)")
     p.add_argument("--out", required=True, help="table1.csv (the Markdown is written beside it)")
     p.add_argument("--judge-ratings", help="write the judges' ratings here (id, one column per judge)")
     p.add_argument("--judge-cache", help="judgment cache (default: judge-cache.jsonl beside --sample)")
-    p.add_argument("--judge-concurrency", type=_at_least_one, default=4)
+    p.add_argument("--judge-concurrency", type=at_least_one, default=4)
     p.set_defaults(func=cmd_table1)
 
 
@@ -42,7 +42,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from metrobench.errors import MetrobenchError
 
     study = load_study(args.config)
-    bench = _bench(args)
+    bench = open_bench(args.data)
     calibration = study.calibration
     if calibration.sample == "published":
         sample = published_sample(bench)
@@ -70,7 +70,7 @@ def cmd_table1(args: argparse.Namespace) -> int:
     from metrobench.calibration.table import ratings_csv, read_people, table1, write_table1
 
     study = load_study(args.config)
-    bench = _bench(args)
+    bench = open_bench(args.data)
     sample = load_sample(args.sample, bench)
     cache = Path(args.judge_cache) if args.judge_cache else Path(args.sample).with_name("judge-cache.jsonl")
     judges = judges_of(study, cache, args.judge_concurrency)

@@ -1,17 +1,22 @@
 """What several stages share: argument types, common options, study and model configs, case selection.
 
-Contract: importing this module costs nothing beyond argparse (every
+Contract: importing this module costs nothing beyond argparse and dataclasses (every
 other import sits inside a function), and every failure it reports is a
-:class:`~metrobench.errors.MetrobenchError` naming the file, flag or case.
+:class:`~metrobench.errors.MetrobenchError` naming the file, flag or case. The parser
+builders (``add_*``) take the parser; the helpers that compute something take values,
+not the parsed ``Namespace`` (each command passes its own ``args.x``), so a caller
+other than the CLI can use them: :func:`open_bench`, :func:`verified_bench`,
+:func:`model_config` (with :class:`ModelFlags`, the model flags as one typed value)
+and :func:`run_selection`.
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from metrobench.errors import MetrobenchError
-
-from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from metrobench.data import Benchmark
@@ -36,11 +41,11 @@ def _whole(text: str, what: str, low: int, high: int | None, why: str) -> int:
     return value
 
 
-def _at_least_one(text: str) -> int:
+def at_least_one(text: str) -> int:
     return _whole(text, "a whole number", 1, None, "at least 1")
 
 
-def _port(text: str) -> int:
+def port_number(text: str) -> int:
     return _whole(text, "a port number", 0, 65535, "a port number (0-65535)")
 
 
@@ -71,7 +76,7 @@ def _positive(text: str) -> float:
     return value
 
 
-def _fraction(text: str) -> float:
+def fraction(text: str) -> float:
     """A fraction strictly between 0 and 1 (0 or 1 would put every case on one side)."""
     value = _finite(text)
     if not 0 < value < 1:
@@ -79,7 +84,7 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _percent(text: str) -> float:
+def percent(text: str) -> float:
     """A threshold on a 0-100 score: outside that range the filter keeps all or nothing."""
     value = _finite(text)
     if not 0 <= value <= 100:
@@ -87,7 +92,7 @@ def _percent(text: str) -> float:
     return value
 
 
-def _name_list(text: str) -> str:
+def name_list(text: str) -> str:
     """A comma-separated list with at least one item (an empty one would silently mean "all")."""
     items = [item.strip() for item in text.split(",")]
     if not all(items):
@@ -95,7 +100,7 @@ def _name_list(text: str) -> str:
     return ",".join(items)
 
 
-def _env_name(text: str) -> str:
+def env_name(text: str) -> str:
     """The NAME of an environment variable; a key given here is refused without being echoed."""
     from metrobench.credentials import env_name_problem
 
@@ -105,7 +110,7 @@ def _env_name(text: str) -> str:
     return text
 
 
-def _http_url(text: str) -> str:
+def http_url(text: str) -> str:
     """An http(s) endpoint without credentials in it (quoted redacted if refused)."""
     from metrobench.credentials import url_problem
 
@@ -115,12 +120,12 @@ def _http_url(text: str) -> str:
     return text
 
 
-def _add_data(p: argparse.ArgumentParser) -> None:
+def add_data(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", metavar="ROOT", help="benchmark root (default: $METROBENCH_DATA, else "
                                                   "../shared/metrollm-bench, else .data/metrollm-bench)")
 
 
-def _add_selection(p: argparse.ArgumentParser, help: str | None = None) -> None:
+def add_selection(p: argparse.ArgumentParser, help: str | None = None) -> None:
     """--partition (all, train or holdout cases) and --split, as every case-selecting stage takes them."""
     from metrobench.data.partition import SELECTIONS
 
@@ -128,29 +133,31 @@ def _add_selection(p: argparse.ArgumentParser, help: str | None = None) -> None:
     p.add_argument("--split", help=SPLIT_HELP)
 
 
-def _add_verify(p: argparse.ArgumentParser) -> None:
+def add_verify(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-verify", action="store_true",
                    help="skip the SHA-256 check of the pinned benchmark files (ground truth unverified)")
 
 
-def _systems() -> tuple[str, ...]:
+def system_names() -> tuple[str, ...]:
+    """The benchmark's systems, for ``choices=`` of a ``--system`` flag."""
     from metrobench.data.root import SYSTEMS
 
     return SYSTEMS
 
 
-def _bench(args: argparse.Namespace) -> Benchmark:
+def open_bench(data: str | None) -> Benchmark:
+    """The benchmark at ``data`` (``--data``; ``None``: the default root, :meth:`Benchmark.open`)."""
     from metrobench.data import Benchmark
 
-    return Benchmark.open(args.data)
+    return Benchmark.open(data)
 
 
-def _verified_bench(args: argparse.Namespace) -> Benchmark:
-    """The benchmark, its pinned digests checked first unless --no-verify (once per process)."""
+def verified_bench(data: str | None, no_verify: bool) -> Benchmark:
+    """The benchmark, its pinned digests checked first unless ``no_verify`` (once per process)."""
     from metrobench.data.root import verify_once
 
-    bench = _bench(args)
-    if not args.no_verify:
+    bench = open_bench(data)
+    if not no_verify:
         verify_once(bench.root)
     return bench
 
@@ -169,96 +176,122 @@ def _with_gguf(cfg: ModelConfig, gguf: str | None) -> ModelConfig:
     return with_gguf(cfg, gguf)
 
 
-def _model_config(args: argparse.Namespace) -> ModelConfig:
-    """The run's model config: from --config's ``models``, else --model-config, else the flags alone.
+@dataclass(frozen=True)
+class ModelFlags:
+    """The model settings given as flags (:func:`add_model_options`); each set one overrides the
+    config's, ``None`` leaves it. The field names are the model config's own."""
 
-    With ``--repeat i``: run i of the model's ``repeats`` (:meth:`ModelConfig.for_repeat`: named
-    ``<model>-rep<i>``, its own sampling seed); ``--model`` names the configured model.
+    provider: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    thinking: bool | None = None
+    reasoning_effort: str | None = None
+    concurrency: int | None = None
+    max_rounds: int | None = None
+    timeout_s: float | None = None
+
+    @classmethod
+    def parsed(cls, args: argparse.Namespace) -> ModelFlags:
+        """The flags :func:`add_model_options` declared, as parsed (its one reader)."""
+        return cls(provider=args.provider, base_url=args.base_url, api_key_env=args.api_key_env,
+                   temperature=args.temperature, max_tokens=args.max_tokens, thinking=args.thinking,
+                   reasoning_effort=args.reasoning_effort, concurrency=args.concurrency,
+                   max_rounds=args.max_rounds, timeout_s=args.timeout)
+
+
+def model_config(*, config: list[str] | None = None, model_file: str | None = None, model: str | None = None,
+                 gguf: str | None = None, repeat: int | None = None,
+                 flags: ModelFlags = ModelFlags()) -> ModelConfig:
+    """The run's model config: from the study ``config``'s ``models`` (``--config``), else ``model_file``
+    (``--model-config``), else the ``flags`` alone; ``flags`` override either file.
+
+    ``model`` (``--model``) names the model (with ``config``: the configured one); ``gguf`` (``--gguf``)
+    serves that file instead of the model's own. ``repeat`` i (``--repeat``): run i of the model's
+    ``repeats`` (:meth:`ModelConfig.for_repeat`: named ``<model>-rep<i>``, its own sampling seed).
     """
     from metrobench.agents.runner.config import load_model_config, parse_model_config
 
-    overrides = {"name": args.model, "provider": args.provider, "base_url": args.base_url,
-                 "api_key_env": args.api_key_env, "temperature": args.temperature,
-                 "max_tokens": args.max_tokens, "thinking": args.thinking,
-                 "reasoning_effort": args.reasoning_effort, "concurrency": args.concurrency,
-                 "max_rounds": args.max_rounds, "timeout_s": args.timeout}
-    if args.config:
-        if not args.model:
+    overrides = {"name": model, **asdict(flags)}
+    if config:
+        if not model:
             raise MetrobenchError("with --config, name the model with --model")
         from metrobench.agents.runner.config import study_run_config
 
-        return study_run_config(load_study(args.config), args.model, gguf=args.gguf,
-                                repeat=getattr(args, "repeat", None) or 1, **overrides)
-    elif args.model_config:
-        cfg = _with_gguf(load_model_config(args.model_config, **overrides), args.gguf)
-    elif not args.model:
+        return study_run_config(load_study(config), model, gguf=gguf, repeat=repeat or 1, **overrides)
+    elif model_file:
+        cfg = _with_gguf(load_model_config(model_file, **overrides), gguf)
+    elif not model:
         raise MetrobenchError("name the model with --model (or give --model-config)")
     else:
         raw = {k: v for k, v in overrides.items() if v is not None}
-        if args.gguf:
-            raw["serving"] = {"gguf": args.gguf}
+        if gguf:
+            raw["serving"] = {"gguf": gguf}
         cfg = parse_model_config(raw, "command line")
-    return cfg.for_repeat(getattr(args, "repeat", None) or 1)
+    return cfg.for_repeat(repeat or 1)
 
 
-def _run_selection(args: argparse.Namespace, bench: Benchmark) -> tuple[Selection, list[Case]]:
-    """The cases a run covers: --partition/--split, then --sample, --cases and --limit, in that order.
+def run_selection(bench: Benchmark, *, system: str, partition: str, split: str | None, sample: int | None = None,
+                  cases: str | None = None, limit: int | None = None) -> tuple[Selection, list[Case]]:
+    """The cases a run covers: ``partition`` of ``split`` (``--partition``/``--split``), then ``sample``,
+    ``cases`` (comma-separated ids) and ``limit``, in that order (:func:`add_case_options`).
 
     Returned with the :class:`~metrobench.data.selection.Selection` the run records.
     """
     from metrobench.data.partition import load_split
     from metrobench.data.selection import Selection, split_digest
 
-    partitions = load_split(bench, args.split)
-    wanted = tuple(c.strip() for c in args.cases.split(",") if c.strip()) if getattr(args, "cases", None) else None
-    selection = Selection(system=args.system, partition=args.partition, split=split_digest(partitions),
-                          sample=getattr(args, "sample", None), cases=wanted, limit=getattr(args, "limit", None))
+    partitions = load_split(bench, split)
+    wanted = tuple(c.strip() for c in cases.split(",") if c.strip()) if cases else None
+    selection = Selection(system=system, partition=partition, split=split_digest(partitions),
+                          sample=sample, cases=wanted, limit=limit)
     return selection, selection.resolve(bench, partitions)
 
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
+def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options of ``run`` and ``bench``: system, model settings, case selection, transcript."""
-    _add_data(p)
-    p.add_argument("--system", required=True, choices=_systems())
-    _add_model_options(p)
-    _add_case_options(p)
+    add_data(p)
+    p.add_argument("--system", required=True, choices=system_names())
+    add_model_options(p)
+    add_case_options(p)
     p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
     p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
                                   "write --out as this selection's view of it")
-    _add_resume_options(p)
+    add_resume_options(p)
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
+def add_model_options(p: argparse.ArgumentParser) -> None:
     """Where the model's settings come from (a study config, a model config, flags) and the flags."""
     p.add_argument("--model-config", help="YAML with the model's settings (flags below override it)")
     p.add_argument("--config", action="append",
                    help="study config(s): take the model's settings from its `models` entry")
     p.add_argument("--gguf", help="serve this GGUF (a student) with the config's student_serving settings")
     p.add_argument("--model", help="model name (paths, tables)")
-    p.add_argument("--repeat", type=_at_least_one,
+    p.add_argument("--repeat", type=at_least_one,
                    help="run I of the model's `repeats`: named <model>-repI, its own sampling seed (1: the model)")
     p.add_argument("--provider", choices=("llama_cpp", "openai", "azure", "azure_responses", "mistral"))
-    p.add_argument("--base-url", type=_http_url, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
-    p.add_argument("--api-key-env", type=_env_name, help="environment variable holding the API key")
+    p.add_argument("--base-url", type=http_url, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
+    p.add_argument("--api-key-env", type=env_name, help="environment variable holding the API key")
     p.add_argument("--temperature", type=_non_negative)
-    p.add_argument("--max-tokens", type=_at_least_one)
+    p.add_argument("--max-tokens", type=at_least_one)
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--reasoning-effort")
-    p.add_argument("--concurrency", type=_at_least_one,
+    p.add_argument("--concurrency", type=at_least_one,
                    help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
-    p.add_argument("--max-rounds", type=_at_least_one, help="model calls per case, all turns together (default 20)")
+    p.add_argument("--max-rounds", type=at_least_one, help="model calls per case, all turns together (default 20)")
     p.add_argument("--timeout", type=_positive, help="seconds per request (default 240)")
 
 
-def _add_case_options(p: argparse.ArgumentParser, partition_help: str | None = None) -> None:
-    """Which cases of a system a run covers (:func:`_run_selection`)."""
-    _add_selection(p, partition_help)
-    p.add_argument("--cases", type=_name_list, help="comma-separated case ids")
-    p.add_argument("--limit", type=_at_least_one, help="only the first N cases")
-    p.add_argument("--sample", type=_at_least_one, help="N cases spread over the categories (the CPU demo)")
+def add_case_options(p: argparse.ArgumentParser, partition_help: str | None = None) -> None:
+    """Which cases of a system a run covers (:func:`run_selection`)."""
+    add_selection(p, partition_help)
+    p.add_argument("--cases", type=name_list, help="comma-separated case ids")
+    p.add_argument("--limit", type=at_least_one, help="only the first N cases")
+    p.add_argument("--sample", type=at_least_one, help="N cases spread over the categories (the CPU demo)")
 
 
-def _add_resume_options(p: argparse.ArgumentParser) -> None:
+def add_resume_options(p: argparse.ArgumentParser) -> None:
     """What happens to a transcript already there: resumed (default), started anew, or set aside."""
     p.add_argument("--restart", action="store_true",
                    help="start a new transcript (--work, else --out): the existing one is renamed to "
@@ -270,3 +303,14 @@ def _add_resume_options(p: argparse.ArgumentParser) -> None:
                    help="a transcript (--work, else --out) made under other settings or serving is renamed to "
                         "<name>.<its fingerprint>.jsonl beside it and a new one started, instead of refused "
                         "(the workflow passes it: an edited model setting reruns, the old cases kept)")
+
+
+# plan.py (left to another change this round) still parses a ``bench`` command line with these two
+# names; once it calls ``add_run_options`` and ``model_config(..., flags=ModelFlags.parsed(args))``
+# itself, this block goes.
+_add_run_options = add_run_options
+
+
+def _model_config(args: argparse.Namespace) -> ModelConfig:
+    return model_config(config=args.config, model_file=args.model_config, model=args.model, gguf=args.gguf,
+                        repeat=args.repeat, flags=ModelFlags.parsed(args))

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from metrobench.commands.common import Subparsers, _add_data, _add_verify, _bench, _fraction, _verified_bench
+from metrobench.commands.common import Subparsers, add_data, add_verify, open_bench, fraction, verified_bench
 from metrobench.errors import MetrobenchError
 
 
@@ -42,7 +42,7 @@ def cmd_fetch_data(args: argparse.Namespace) -> int:
 
 def _add_verify_data(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("verify-data", help="check SHA-256 digests and validate every file and case")
-    _add_data(p)
+    add_data(p)
     p.add_argument("--stamp", help="write a JSON stamp here when everything checks out")
     p.set_defaults(func=cmd_verify_data)
 
@@ -50,7 +50,7 @@ def _add_verify_data(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_verify_data(args: argparse.Namespace) -> int:
     from metrobench.data import SYSTEMS, verify_checksums
 
-    bench = _bench(args)
+    bench = open_bench(args.data)
     checked = verify_checksums(bench.root)
     total = 0
     for system in SYSTEMS:
@@ -65,18 +65,18 @@ def cmd_verify_data(args: argparse.Namespace) -> int:
 
 def _add_partition(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("partition", help="the stratified train/held-out split")
-    _add_data(p)
+    add_data(p)
     p.add_argument("--out", required=True, help="output JSON file")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--frac", type=_fraction, default=0.25, help="held-out fraction")
-    _add_verify(p)
+    p.add_argument("--frac", type=fraction, default=0.25, help="held-out fraction")
+    add_verify(p)
     p.set_defaults(func=cmd_partition)
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
     from metrobench.data.partition import PAPER_FRAC, PAPER_SEED, committed_split, partition_benchmark, write_partition
 
-    bench = _verified_bench(args)
+    bench = verified_bench(args.data, args.no_verify)
     document = partition_benchmark(bench, seed=args.seed, frac=args.frac)
     if (args.seed, args.frac) == (PAPER_SEED, PAPER_FRAC):
         committed = committed_split(bench)

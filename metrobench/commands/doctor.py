@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from metrobench.commands.common import Subparsers, _add_data
+from metrobench.commands.common import Subparsers, add_data
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("doctor", help="what the pipeline will use on this machine, and what is wrong")
-    _add_data(p)
+    add_data(p)
     p.add_argument("--config", action="append", default=None, metavar="FILE",
                    help="study config (repeatable; default: config/config.yaml)")
     p.add_argument("--results", default="results", help="the results folder (for free disk)")

@@ -21,8 +21,8 @@ import argparse
 from pathlib import Path
 
 from metrobench import layout
-from metrobench.commands.common import Subparsers, _add_case_options, _add_data, _add_model_options, \
-    _add_resume_options, _add_verify, _model_config, _name_list, _verified_bench
+from metrobench.commands.common import Subparsers, add_case_options, add_data, add_model_options, \
+    add_resume_options, add_verify, ModelFlags, model_config, name_list, verified_bench
 from metrobench.errors import MetrobenchError
 from metrobench.vocabulary import WHOLE_IN_REPORTS, is_whole
 
@@ -31,20 +31,20 @@ ALL = "all"
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("eval", help="a model on every system (or some): run, resumable, then score and summary")
-    _add_data(p)
-    p.add_argument("--system", type=_name_list, default=ALL,
+    add_data(p)
+    p.add_argument("--system", type=name_list, default=ALL,
                    help="comma-separated systems, or all (default: all six)")
-    _add_model_options(p)
-    _add_case_options(p, "the cases each system runs (default: holdout, the summary's and the paper's headline's)")
+    add_model_options(p)
+    add_case_options(p, "the cases each system runs (default: holdout, the summary's and the paper's headline's)")
     p.set_defaults(partition="holdout")
     p.add_argument("--results", default=layout.RESULTS, metavar="DIR",
                    help="results folder: transcripts in DIR/work/, views and scores in DIR/eval/<model>/ "
                         "(default: results)")
-    _add_resume_options(p)
+    add_resume_options(p)
     from metrobench.commands.scoring import add_judge_options
 
     add_judge_options(p)
-    _add_verify(p)
+    add_verify(p)
     p.add_argument("--server-log", help="file for llama-server's output (a model with a serving block)")
     p.add_argument("--require-gpu", action="store_true",
                    help="as bench --require-gpu: refuse a GPU row on a build that would serve it on the CPU")
@@ -74,9 +74,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from metrobench.commands.scoring import score_runs
 
     systems = systems_of(args.system)
-    cfg = _model_config(argparse.Namespace(**{**vars(args), "system": systems[0]}))
+    cfg = model_config(config=args.config, model_file=args.model_config, model=args.model, gguf=args.gguf,
+                       repeat=args.repeat, flags=ModelFlags.parsed(args))
     served = cfg.serving is not None and not cfg.base_url   # a GGUF to serve, not an endpoint already up
-    bench = _verified_bench(args)
+    bench = verified_bench(args.data, args.no_verify)
     args.data = str(bench.root)                              # the runs read the benchmark just verified
     folder = eval_root(cfg.name, args.results)
     views = []

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metrobench.commands.common import Subparsers, _add_data, _at_least_one, _bench, load_study
+from metrobench.commands.common import Subparsers, add_data, at_least_one, open_bench, load_study
 from metrobench.errors import MetrobenchError
 from metrobench.vocabulary import REPORT_PARTITIONS, WHOLE_IN_REPORTS
 
@@ -66,7 +66,7 @@ def _add_stats(sub: Subparsers[argparse.ArgumentParser]) -> None:
     q = stats_sub.add_parser("bootstrap", help="per-model bootstrap CIs of Tier 1 and composite")
     q.add_argument("--scores", required=True, metavar="DIR")
     q.add_argument("--partition", default="holdout", choices=REPORT_PARTITIONS)
-    q.add_argument("--n-resamples", type=_at_least_one, default=5000)
+    q.add_argument("--n-resamples", type=at_least_one, default=5000)
     q.add_argument("--seed", type=int, default=42)
     q.add_argument("--out", required=True, help="CSV")
     q.set_defaults(func=cmd_stats_bootstrap)
@@ -86,7 +86,7 @@ def cmd_stats_bootstrap(args: argparse.Namespace) -> int:
 
 def _add_errata_table(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("errata-table", help="headline numbers under each scoring erratum vs the default")
-    _add_data(p)
+    add_data(p)
     p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl")
     p.add_argument("--model", action="append", required=True, help="model to rescore (repeatable)")
     p.add_argument("--out", required=True, help="CSV")
@@ -96,12 +96,12 @@ def _add_errata_table(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_errata_table(args: argparse.Namespace) -> int:
     from metrobench.paper.report import errata_table
 
-    return _write_and_show(errata_table(_bench(args), Path(args.runs), args.model), Path(args.out))
+    return _write_and_show(errata_table(open_bench(args.data), Path(args.runs), args.model), Path(args.out))
 
 
 def _add_view(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("view", help="a static HTML site of cases: conversations, tool calls, states, scores")
-    _add_data(p)
+    add_data(p)
     p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl (or .json)")
     p.add_argument("--scores", required=True, metavar="DIR", help="Parquet scores of those runs")
     p.add_argument("--model", action="append", help="view this model (repeatable; default: all scored)")
@@ -140,7 +140,7 @@ def _add_agreement(sub: Subparsers[argparse.ArgumentParser]) -> None:
                        help="a scored folder (repeatable): each is a rater, over the components a judge scored")
     p.add_argument("--ratings-out", metavar="CSV", help="with --judge-cache or --scores: write the ratings built "
                                                        "(the CSV --ratings reads)")
-    p.add_argument("--n-resamples", type=_at_least_one, default=2000)
+    p.add_argument("--n-resamples", type=at_least_one, default=2000)
     p.add_argument("--seed", type=int, default=42)
     p.set_defaults(func=cmd_agreement)
 

@@ -7,8 +7,9 @@ and starts afresh; ``--rerun-changed`` runs again only the cases whose data chan
 their new records appended after the old; nothing is ever deleted); with ``--work W`` they
 append to and resume ``W`` instead, the model's one growing transcript of the system, and then write ``--out`` as the view
 of this selection cut from it (:mod:`metrobench.transcripts.views`), waiting for
-another job that holds ``W``; an ``--out`` that is ``W`` under another spelling is refused before anything runs; the model's settings come from :func:`_model_config`
-(study config, model config or flags) and the cases from :func:`_run_selection`,
+another job that holds ``W``; an ``--out`` that is ``W`` under another spelling is refused before anything runs; the model's settings come from
+:func:`~metrobench.commands.common.model_config` (study config, model config or flags) and the cases from
+:func:`~metrobench.commands.common.run_selection`,
 recorded in every record (:mod:`metrobench.transcripts.selection`) for ``score`` to read.
 ``bench`` takes the transcript's lock before it starts the server; with ``--require-gpu`` it first
 refuses a GPU row (``n_gpu_layers > 0``) on a build that would serve it on the CPU
@@ -27,28 +28,43 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metrobench.commands.common import Subparsers, _add_run_options, _bench, _model_config, _run_selection
+from metrobench.commands.common import (ModelFlags, Subparsers, add_run_options, model_config, open_bench,
+                                        run_selection)
 from metrobench.errors import MetrobenchError
 
 if TYPE_CHECKING:
+    from metrobench.agents.runner.config import ModelConfig
     from metrobench.agents.runner.run import RunSummary
+    from metrobench.data import Benchmark
     from metrobench.data.models import Case
     from metrobench.data.selection import Selection
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run a model (an OpenAI-compatible endpoint) on the cases of a system")
-    _add_run_options(p)
+    add_run_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bench", help="serve a GGUF with llama.cpp, run it on a system, stop the server")
-    _add_run_options(p)
+    add_run_options(p)
     p.add_argument("--server-log", help="file for the server's output")
     p.add_argument("--require-gpu", action="store_true",
                    help="refuse a model with serving.n_gpu_layers > 0 on a llama.cpp build that would serve it on "
                         "the CPU (no GPU backend or device), unless serving.allow_cpu (the workflow passes it when "
                         "the config names its gpu)")
     p.set_defaults(func=cmd_bench)
+
+
+def _model_config(args: argparse.Namespace) -> ModelConfig:
+    """The run's model settings (:func:`~metrobench.commands.common.model_config`) from its flags."""
+    return model_config(config=args.config, model_file=args.model_config, model=args.model, gguf=args.gguf,
+                        repeat=args.repeat, flags=ModelFlags.parsed(args))
+
+
+def _run_selection(args: argparse.Namespace, bench: Benchmark) -> tuple[Selection, list[Case]]:
+    """The run's cases (:func:`~metrobench.commands.common.run_selection`) from its flags."""
+    return run_selection(bench, system=args.system, partition=args.partition, split=args.split,
+                         sample=args.sample, cases=args.cases, limit=args.limit)
 
 
 def _transcript(args: argparse.Namespace) -> Path:
@@ -84,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from metrobench.scoring.names import check_name
 
     _check_paths(args)
-    bench = _bench(args)
+    bench = open_bench(args.data)
     cfg = _model_config(args)
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
@@ -105,7 +121,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from metrobench.transcripts.records import transcript_lock
 
     _check_paths(args)
-    bench = _bench(args)
+    bench = open_bench(args.data)
     cfg = _model_config(args)
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)

@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metrobench.commands.common import Subparsers, _add_data, _add_selection, _add_verify, _at_least_one, \
-    _env_name, _http_url, _port, _verified_bench
+from metrobench.commands.common import Subparsers, add_data, add_selection, add_verify, at_least_one, \
+    env_name, http_url, port_number, verified_bench
 from metrobench.vocabulary import REPORT_PARTITIONS
 
 if TYPE_CHECKING:
@@ -26,19 +26,19 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def _add_score(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("score", help="score runs into Parquet (DIR/model=M/system=S/part.parquet)")
-    _add_data(p)
+    add_data(p)
     p.add_argument("--run", required=True, action="append",
                    help="transcript (JSONL) or reference result JSON; repeat for several")
     p.add_argument("--out", required=True, metavar="DIR", help="scores folder")
     add_judge_options(p)
-    _add_selection(p, "the cases the run should contain (absent ones score as failures); "
+    add_selection(p, "the cases the run should contain (absent ones score as failures); "
                       "default: those the run recorded, else all")
     p.set_defaults(partition=None)
-    p.add_argument("--sample", type=_at_least_one, help="the run holds only this stratified sample (see run --sample; "
+    p.add_argument("--sample", type=at_least_one, help="the run holds only this stratified sample (see run --sample; "
                                               "default: the run's)")
     p.add_argument("--model", help="model name (default: the run's)")
     p.add_argument("--system", help="system (default: the run's)")
-    _add_verify(p)
+    add_verify(p)
     p.set_defaults(func=cmd_score)
 
 
@@ -46,15 +46,15 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     """The judge and errata options of ``score`` (and of ``eval``, which scores the same way)."""
     p.add_argument("--judge", default="none", choices=("none", "anthropic", "openai"))
     p.add_argument("--judge-model", help="judge model (anthropic default: claude-haiku-4-5-20251001)")
-    p.add_argument("--judge-url", type=_http_url, help="judge API base URL (default: the provider's)")
-    p.add_argument("--judge-key-env", type=_env_name, help="environment variable holding the judge's API key")
+    p.add_argument("--judge-url", type=http_url, help="judge API base URL (default: the provider's)")
+    p.add_argument("--judge-key-env", type=env_name, help="environment variable holding the judge's API key")
     p.add_argument("--judge-cache", help="judgment cache (default: DIR.judge-cache.jsonl)")
-    p.add_argument("--judge-concurrency", type=_at_least_one, default=4)
+    p.add_argument("--judge-concurrency", type=at_least_one, default=4)
     p.add_argument("--errata", default="", help="comma-separated errata to apply (default: none)")
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    score_runs(args, _verified_bench(args), list(args.run), Path(args.out))
+    score_runs(args, verified_bench(args.data, args.no_verify), list(args.run), Path(args.out))
     return 0
 
 
@@ -108,7 +108,7 @@ def _add_serve_standin(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve-standin", help="serve the judge stand-in on 127.0.0.1 (a try-out of --judge openai; "
                                              "its grades are digests, not judgments)")
     p.add_argument("service", choices=("judge",))
-    p.add_argument("--port", type=_port, default=8091, help="port on 127.0.0.1 (0: a free one; default 8091)")
+    p.add_argument("--port", type=port_number, default=8091, help="port on 127.0.0.1 (0: a free one; default 8091)")
     p.set_defaults(func=cmd_serve_standin)
 
 

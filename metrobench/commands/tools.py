@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from metrobench.commands.common import Subparsers, _add_data, _bench, _port
+from metrobench.commands.common import Subparsers, add_data, open_bench, port_number
 from metrobench.errors import MetrobenchError
 
 
@@ -24,7 +24,7 @@ def _add_tool(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tool", help="replay tool calls from a JSONL file, one JSON answer per line")
     p.add_argument("calls", metavar="CALLS.jsonl",
                    help='one call per line: {"tool": NAME, "args": {...}, "case_id": ID (optional)}')
-    _add_data(p)
+    add_data(p)
     p.add_argument("--system", required=True)
     p.set_defaults(func=cmd_tool)
 
@@ -33,7 +33,7 @@ def cmd_tool(args: argparse.Namespace) -> int:
     from metrobench.agents.runner.replies import clean
     from metrobench.kiosk.replay import replay_file
 
-    bench = _bench(args)
+    bench = open_bench(args.data)
     path = Path(args.calls)
     if not path.is_file():
         raise MetrobenchError(f"{path}: no such file")
@@ -46,9 +46,9 @@ def cmd_tool(args: argparse.Namespace) -> int:
 
 def _add_serve_tools(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("serve-tools", help="serve the tools over HTTP on 127.0.0.1")
-    _add_data(p)
+    add_data(p)
     p.add_argument("--system", required=True)
-    p.add_argument("--port", type=_port, default=8100)
+    p.add_argument("--port", type=port_number, default=8100)
     p.add_argument("--host", default="127.0.0.1")
     p.set_defaults(func=cmd_serve_tools)
 
@@ -56,5 +56,5 @@ def _add_serve_tools(sub: Subparsers[argparse.ArgumentParser]) -> None:
 def cmd_serve_tools(args: argparse.Namespace) -> int:
     from metrobench.kiosk.server import serve
 
-    serve(_bench(args), args.system, args.port, host=args.host)
+    serve(open_bench(args.data), args.system, args.port, host=args.host)
     return 0

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metrobench.commands.common import SPLIT_HELP, Subparsers, _add_data, _bench, _name_list, _percent
+from metrobench.commands.common import SPLIT_HELP, Subparsers, add_data, open_bench, name_list, percent
 from metrobench.errors import MetrobenchError
 
 if TYPE_CHECKING:
@@ -32,11 +32,11 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def _add_trainset(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("trainset", help="finished teacher traces with Tier 1 >= threshold, train partition only")
-    _add_data(p)
+    add_data(p)
     p.add_argument("--scores", required=True, metavar="DIR", help="Parquet scores of the teachers' runs")
     p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<teacher>/<system>.jsonl")
-    p.add_argument("--teachers", required=True, type=_name_list, help="comma-separated teacher models, in order of preference")
-    p.add_argument("--min-tier1", type=_percent, default=90.0, help="Tier 1 threshold, 0-100")
+    p.add_argument("--teachers", required=True, type=name_list, help="comma-separated teacher models, in order of preference")
+    p.add_argument("--min-tier1", type=percent, default=90.0, help="Tier 1 threshold, 0-100")
     p.add_argument("--split", help=SPLIT_HELP)
     p.add_argument("--out", required=True, help="training set (JSONL)")
     p.add_argument("--composition", help="composition table (default: composition.csv beside --out)")
@@ -51,7 +51,7 @@ def cmd_trainset(args: argparse.Namespace) -> int:
     from metrobench.agents.prompts import TOOLS
     from metrobench.training.trainset import composition, select_traces, tier1_by_model, write_trainset
 
-    bench = _bench(args)
+    bench = open_bench(args.data)
     teachers = [t.strip() for t in args.teachers.split(",") if t.strip()]
     partitions = load_split(bench, args.split)
     tier1 = tier1_by_model(Path(args.scores), teachers)

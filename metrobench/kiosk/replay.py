@@ -23,7 +23,7 @@ from metrobench.data.loader import Benchmark
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, read_utf8
 from metrobench.kiosk.sessions import SessionStore
-from metrobench.kiosk.tools import call_tool
+from metrobench.kiosk.tools.dispatch import call_tool
 
 
 class Replayer:

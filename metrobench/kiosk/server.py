@@ -2,7 +2,7 @@
 
 ``metrobench serve-tools --system S --port P`` serves ``POST /<tool>`` on
 127.0.0.1 with the reference's request and response shapes. Every route goes
-through :func:`metrobench.kiosk.tools.call_tool`, so HTTP answers are byte-identical to
+through :func:`metrobench.kiosk.tools.dispatch.call_tool`, so HTTP answers are byte-identical to
 the in-process ones. State is per case: ``POST /set_disruptions`` with a
 ``case_id`` opens a session for that case (its disruptions, its own route cache);
 calls carrying that ``case_id`` use it, calls without one use a default session.
@@ -23,8 +23,7 @@ from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
 from metrobench.errors import MetrobenchError
 from metrobench.kiosk.sessions import DEFAULT_SESSION, SessionStore
-from metrobench.kiosk.tools import ToolResponse, call_tool
-from metrobench.kiosk.tools.dispatch import render
+from metrobench.kiosk.tools.dispatch import ToolResponse, call_tool, render
 
 def _as_http(answer: ToolResponse) -> Response:
     if isinstance(answer.body, str) and answer.status >= 500:

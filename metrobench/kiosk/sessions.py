@@ -26,7 +26,7 @@ from typing import Any
 
 from metrobench.data.loader import Benchmark
 from metrobench.errors import MetrobenchError
-from metrobench.kiosk.tools import ToolSession
+from metrobench.kiosk.tools.session import ToolSession
 
 DEFAULT_SESSION = "_default"
 

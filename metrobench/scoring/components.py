@@ -29,7 +29,6 @@ PLANNING_TOOLS = frozenset(V.PLANNING_TOOLS)
 WRONG_CARD_TERMS = ("metro card", "oyster", "octopus", "suica")
 ACCESSIBILITY_ALARMS = ("elevator out", "not accessible", "no elevator", "elevator closed",
                         "step-free unavailable", "accessibility issue", "accessibility problem")
-PAX_KEYS = V.PASSENGER_SUMMARY_KEYS
 
 Score = tuple[float, str]
 
@@ -454,10 +453,10 @@ def expected_passengers(case: dict[str, Any]) -> dict[str, Any]:
     summary = case.get("ground_truth", {}).get("expected_fare_breakdown", {}).get("passenger_summary")
     if summary:
         return summary
-    expected = {key: 0 for key in PAX_KEYS}
+    expected = {key: 0 for key in V.PASSENGER_SUMMARY_KEYS}
     for event in case.get("events", []):
         if event.get("type") == "passenger_count_changed":
-            for key in PAX_KEYS:
+            for key in V.PASSENGER_SUMMARY_KEYS:
                 if key in event:
                     expected[key] = event[key]
     return expected
@@ -493,7 +492,7 @@ def passenger_summary_correct(view: CaseView) -> Score:
         return 0, "No passenger_summary in fare_quote"
     expected = expected_passengers(view.case)
     correct = counted = 0
-    for key in PAX_KEYS:
+    for key in V.PASSENGER_SUMMARY_KEYS:
         counts, right = _passenger_field(expected.get(key, 0), summary.get(key, 0))
         counted += counts
         correct += right

@@ -20,8 +20,6 @@ from metrobench.scoring.store import totals_from_table
 from metrobench.transcripts.records import MISSING
 from metrobench.vocabulary import REPORT_PARTITIONS, is_whole
 
-PARTITIONS = REPORT_PARTITIONS
-
 
 @dataclass(frozen=True)
 class ModelSummary:
@@ -39,8 +37,8 @@ class ModelSummary:
 
 
 def _rows_of(table: pa.Table, partition: str) -> pa.Table:
-    if partition not in PARTITIONS:
-        raise MetrobenchError(f"unknown partition {partition!r}: use {', '.join(PARTITIONS)}")
+    if partition not in REPORT_PARTITIONS:
+        raise MetrobenchError(f"unknown partition {partition!r}: use {', '.join(REPORT_PARTITIONS)}")
     if is_whole(partition):
         return table
     return table.filter(pc.equal(table.column("partition"), partition))

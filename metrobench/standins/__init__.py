@@ -1,6 +1,6 @@
 """Local stand-ins for the services this machine cannot reach, on 127.0.0.1, in their real wire formats.
 
-Used by the tests (``tests/fake_*.py`` re-export them) and by the dress
+Used by the tests (imported from here) and by the dress
 rehearsal (:mod:`metrobench.rehearsal`), which serves the paper config's hosted
 rows, its judge and the Hugging Face Hub from them:
 

@@ -23,7 +23,7 @@ from metrobench.data.root import ENV_VAR
 from metrobench.atomic import atomic_dir
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.names import check_name
-from metrobench.viewer import pages
+from metrobench.viewer.pages import case_page, compare_page, index_page, model_page
 from metrobench.viewer.load import CaseView, attach_records, load_scores, rebuild_conversations
 
 _CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # fullmatch: "$" would let a final newline in
@@ -69,13 +69,13 @@ def _render_all(tmp: Path, by_model: dict[str, list[CaseView]], by_case: dict[st
                 labels: Mapping[str, str] | None = None) -> int:
     """Write every page under ``tmp``; returns the number of comparison pages."""
     compared = {case_id: group for case_id, group in by_case.items() if len(group) > 1}
-    _write(tmp / "index.html", pages.index_page(by_model, list(compared), labels))
+    _write(tmp / "index.html", index_page(by_model, list(compared), labels))
     for model, cases in by_model.items():
-        _write(tmp / "models" / f"{model}.html", pages.model_page(model, cases, set(compared)))
+        _write(tmp / "models" / f"{model}.html", model_page(model, cases, set(compared)))
         for case in cases:
-            _write(tmp / "cases" / model / f"{case.case_id}.html", pages.case_page(case, case.case_id in compared))
+            _write(tmp / "cases" / model / f"{case.case_id}.html", case_page(case, case.case_id in compared))
     for case_id, group in compared.items():
-        _write(tmp / "compare" / f"{case_id}.html", pages.compare_page(group))
+        _write(tmp / "compare" / f"{case_id}.html", compare_page(group))
     return len(compared)
 
 

@@ -1,6 +1,5 @@
-"""The kiosk's tools: per-case sessions, the tool functions, and name-based dispatch."""
+"""The kiosk's tools: per-case sessions (:mod:`.session`), the tool functions (:mod:`.functions`) and
+their request models (:mod:`.schemas`), and name-based dispatch (:mod:`.dispatch`, :func:`~.dispatch.call_tool`).
 
-from metrobench.kiosk.tools.dispatch import TOOL_NAMES, ToolResponse, call_tool
-from metrobench.kiosk.tools.session import ToolSession
-
-__all__ = ["TOOL_NAMES", "ToolResponse", "ToolSession", "call_tool"]
+Import from the module that defines a name; this package re-exports nothing.
+"""

@@ -34,8 +34,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+import metrobench.kiosk.tools.functions as functions
 from metrobench import vocabulary
-from metrobench.kiosk.tools import functions
 from metrobench.kiosk.tools.session import ToolSession
 
 Implementation = Callable[[ToolSession, Any], dict[str, Any]]
@@ -50,7 +50,6 @@ def _tool(name: str) -> tuple[type[BaseModel], Implementation]:
 
 #: Tool name -> (request model, implementation), in the vocabulary's order.
 TOOLS: dict[str, tuple[type[BaseModel], Implementation]] = {name: _tool(name) for name in vocabulary.TOOLS}
-TOOL_NAMES = vocabulary.TOOLS
 
 # Paths the reference server answered only to GET: POSTing to them gave 405.
 _GET_ONLY = re.compile(r"^(health|verify|verify_data\.json|annotate|simulator|systems|stations/[^/]+)$")
