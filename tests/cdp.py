@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import re
+import signal
 import socket
 import struct
 import subprocess
@@ -93,12 +94,15 @@ class Browser:
     """A headless Chromium with one page, its downloads going to ``downloads``."""
 
     def __init__(self, chromium: Path, downloads: Path) -> None:
-        self.profile = tempfile.TemporaryDirectory()
+        # Chromium's helper processes can still be writing to the profile when the main one has
+        # exited: the browser runs in its own process group, closed as one, and a file written
+        # after that does not fail the test at cleanup.
+        self.profile = tempfile.TemporaryDirectory(ignore_cleanup_errors=True)
         self.process = subprocess.Popen(
             [str(chromium), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--remote-debugging-port=0", f"--user-data-dir={self.profile.name}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
         assert self.process.stderr is not None
         deadline = time.monotonic() + 60
         url = None
@@ -148,13 +152,20 @@ class Browser:
         Path(path).write_bytes(base64.b64decode(shot["data"]))
 
     def close(self) -> None:
-        self.process.terminate()
+        self._signal_group(signal.SIGTERM)
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            self._signal_group(signal.SIGKILL)
             self.process.wait()
+        self._signal_group(signal.SIGKILL)  # any helper left behind
         self.profile.cleanup()
+
+    def _signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
 
     def __enter__(self) -> "Browser":
         return self

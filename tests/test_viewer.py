@@ -228,7 +228,7 @@ def test_site_of_a_reference_result_json(runs, root, tmp_path):
 
 
 def chromium(*args: str) -> subprocess.CompletedProcess:
-    with tempfile.TemporaryDirectory() as profile:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         return subprocess.run(
             [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
