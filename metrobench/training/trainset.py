@@ -109,7 +109,10 @@ def clean_messages(messages: list[dict[str, Any]], where: str = "trace") -> list
         role = m.get("role")
         if role not in ("system", "user", "assistant", "tool"):
             continue
-        item: dict[str, Any] = {"role": role, "content": m.get("content") or ""}
+        item: dict[str, Any] = {"role": role}
+        if role == "tool":  # before its content, as the runner records it (and the examples were written)
+            item["tool_call_id"] = m.get("tool_call_id") or ""
+        item["content"] = m.get("content") or ""
         if role == "assistant" and m.get("tool_calls"):
             calls = m["tool_calls"]
             if not isinstance(calls, list):
@@ -121,8 +124,6 @@ def clean_messages(messages: list[dict[str, Any]], where: str = "trace") -> list
                 item["tool_calls"].append({"id": c.get("id") or f"call_{i}", "type": "function",
                                            "function": {"name": name, "arguments": canonical_arguments(
                                                arguments if arguments is not None else {})}})
-        if role == "tool":
-            item["tool_call_id"] = m.get("tool_call_id") or ""
         out.append(item)
     return out
 

@@ -283,8 +283,19 @@ class _Tally:
             self.first_failure = record.error
 
 
+def open_client(cfg: ModelConfig, base_url: str | None = None) -> ChatClient | Any:
+    """The run's client: the endpoint's (:class:`ChatClient`), or for ``provider: scripted`` the rule
+    agent's in-process one (:class:`~metrobench.agents.rule_agent.ScriptedClient`), which answers in
+    the same reply shape, so its cases are run, recorded and resumed as any model's."""
+    if cfg.provider == "scripted":
+        from metrobench.agents.rule_agent import ScriptedClient
+
+        return ScriptedClient(cfg)
+    return ChatClient(cfg, base_url=base_url)
+
+
 async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: TranscriptWriter,
-               client: ChatClient, progress: Progress, selection: dict[str, Any] | None,
+               client: ChatClient | Any, progress: Progress, selection: dict[str, Any] | None,
                serving: dict[str, Any] | None = None) -> _Tally:
     semaphore = asyncio.Semaphore(cfg.parallel)
     fingerprint = cfg.fingerprint()
@@ -335,7 +346,7 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
         start = time.perf_counter()
         tally, stopped = _Tally(), None
         if todo:
-            client = ChatClient(cfg, base_url=base_url)
+            client = open_client(cfg, base_url)
             progress = Progress(len(todo), f"{cfg.name}/{system.name}", progress_stream)
             with TranscriptWriter(out) as writer:
                 tally = asyncio.run(_run(cfg, system, todo, writer, client, progress,
