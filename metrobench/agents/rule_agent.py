@@ -56,6 +56,8 @@ from metrobench.transcripts.records import CaseRecord
 from metrobench.vocabulary import RIDER_KEYS, SUBMIT_TOOL
 
 MODEL_NAME = "rule-agent"
+#: Its study config entry where a config gives none (:meth:`metrobench.study.StudyConfig.model_entry`).
+BUILTIN_ENTRY: dict[str, Any] = {"provider": "scripted"}
 ERROR_CHARS = 200  # the reference kept this much of a failed call's body
 Mode = Literal["baseline", "teacher"]
 MODES: tuple[Mode, ...] = ("baseline", "teacher")
@@ -330,12 +332,17 @@ def scripted_config(model: str = MODEL_NAME, mode: Mode | None = None) -> ModelC
     return ModelConfig(name=model, provider="scripted", mode=mode, max_rounds=SCRIPTED_MAX_ROUNDS)
 
 
-def run_case(system: SystemData, case: Case, *, model: str = MODEL_NAME, mode: Mode = "baseline") -> CaseRecord:
-    """One case through the runner's loop, as ``bench`` runs it (without the run's stamps in ``meta``)."""
+def run_case(system: SystemData, case: Case | dict[str, Any], *, model: str = MODEL_NAME,
+             mode: Mode = "baseline") -> CaseRecord:
+    """One case (or its raw JSON) through the runner's loop, as ``bench`` runs it, without the run's
+    stamps in ``meta`` (its config, settings, case hash, selection and serving)."""
     from metrobench.agents.runner.loop import run_case as run_in_loop
 
     if mode not in MODES:
         raise ValueError(f"rule agent mode {mode!r}: expected one of {', '.join(MODES)}")
+    if isinstance(case, dict):
+        raw, case = case, Case.model_validate(case)
+        case._raw = raw
     cfg = scripted_config(model, mode)
     return asyncio.run(run_in_loop(ScriptedClient(cfg), system, case, model=model, max_rounds=cfg.max_rounds))
 

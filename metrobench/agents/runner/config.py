@@ -293,7 +293,7 @@ def study_run_config(study: Any, name: str, /, *, repeat: int = 1, gguf: str | N
     ``study`` is a :class:`metrobench.study.Study`; the workflow takes the settings fingerprint of
     its run jobs from here, so a settings edit changes a param Snakemake compares.
     """
-    entry = study.models.get(name)
+    entry = study.model_entry(name)
     if entry is None and gguf:
         entry = study.student_serving
     if entry is None:
