@@ -154,7 +154,7 @@ def test_several_systems_in_one_process_write_one_transcript_each(tmp_path, root
     both = tmp_path / "both"
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--system", "cta", "--partition",
                  "holdout", "--out", str(both / "{system}.jsonl"), "--no-verify"]) == 0
-    assert sorted(p.name for p in both.iterdir()) == ["cta.jsonl", "doha.jsonl"]
+    assert sorted(p.name for p in both.glob("*.jsonl")) == ["cta.jsonl", "doha.jsonl"]  # beside their locks
     assert (both / "doha.jsonl").read_bytes() == (one / "doha.jsonl").read_bytes()
     cta = [json.loads(line) for line in (both / "cta.jsonl").read_text().splitlines()]
     assert {r["system"] for r in cta} == {"cta"} and {r["meta"]["selection"]["system"] for r in cta} == {"cta"}
@@ -183,7 +183,7 @@ def test_teacher_mode_submits_what_the_kiosk_accepts(teacher, baseline):
             submit = r.tool_calls_made[-1]
             assert submit["name"] == "submit_assistant_state" and submit["error"] is None, r.case_id
             assert submit["result"]["accepted"] is True
-            assert r.meta == {"config": "rule-agent:teacher"} and base[r.case_id].meta == {}
+            assert r.meta["ending"] == base[r.case_id].meta["ending"] == "answered"
             planned = [c for c in r.tool_calls_made if c["name"] == "route_planner" and c["error"] is None]
             route = submit["arguments"].get("route")
             if route:  # route_planner's station ids where the baseline has names; all else as it decided
@@ -205,11 +205,13 @@ def test_cli_teacher_mode_is_fingerprinted(tmp_path, root, capsys):
     for mode in ("baseline", "teacher"):
         assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
                      "--mode", mode, "--out", str(tmp_path / mode / "doha.jsonl"), "--no-verify"]) == 0
-    assert "39 cases of doha (0 failed, teacher mode)" in capsys.readouterr().out
+    assert "39 cases of doha run, 0 already there (0 failed, teacher mode)" in capsys.readouterr().out
     lines = {m: [json.loads(x) for x in (tmp_path / m / "doha.jsonl").read_text().splitlines()]
              for m in ("baseline", "teacher")}
-    assert {r["meta"].get("config") for r in lines["teacher"]} == {"rule-agent:teacher"}
-    assert {r["meta"].get("config") for r in lines["baseline"]} == {None}
+    configs = {m: {r["meta"]["config"] for r in lines[m]} for m in lines}
+    assert len(configs["teacher"]) == len(configs["baseline"]) == 1 and configs["teacher"] != configs["baseline"]
+    assert {r["meta"]["settings"]["mode"] for r in lines["teacher"]} == {"teacher"}
+    assert {r["meta"]["settings"]["provider"] for r in lines["baseline"]} == {"scripted"}
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--mode", "student",
                  "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "invalid choice: 'student'" in capsys.readouterr().err
