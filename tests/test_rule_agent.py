@@ -215,3 +215,35 @@ def test_cli_teacher_mode_is_fingerprinted(tmp_path, root, capsys):
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--mode", "student",
                  "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "invalid choice: 'student'" in capsys.readouterr().err
+
+
+def test_bench_runs_the_configs_rule_agent_as_any_model_its_teacher_mode_in_a_work_transcript_of_its_own(
+        tmp_path, root, capsys):
+    # issue 42: the rule agent is the study entry `rule-agent: {provider: scripted}`, run by `bench` (the
+    # workflow's command for every model); --teacher (the train view) runs its teacher mode
+    work = tmp_path / "work" / "rule-agent" / "doha.jsonl"
+
+    def bench(partition: str, *teacher: str) -> list[dict]:
+        out = tmp_path / "runs" / partition / "doha.jsonl"
+        assert main(["bench", "--data", str(root), "--config", "config/demo.yaml", "--model", "rule-agent",
+                     "--system", "doha", "--partition", partition, "--work", str(work), "--set-aside",
+                     "--rerun-changed", "--out", str(out), *teacher]) == 0
+        return [json.loads(line) for line in out.read_text().splitlines()]
+
+    held = bench("holdout")
+    train = bench("train", "--teacher")
+    assert len(held) == 39 and len(train) == 117
+    assert {r["meta"]["settings"]["mode"] for r in held} == {"baseline"}
+    assert {r["meta"]["settings"]["mode"] for r in train} == {"teacher"}
+    assert all(r["tool_calls_made"][-1]["result"]["accepted"] for r in train)
+    assert all(r["messages"][-1]["role"] == "tool" for r in held + train)
+    capsys.readouterr()
+    again = bench("holdout")   # the teacher run set nothing aside: the baseline's cases are all done
+    assert "ran 0 cases (0 failed), 39 already done" in capsys.readouterr().out
+    assert again == held
+    assert sorted(p.name for p in work.parent.glob("*.jsonl")) == ["doha.jsonl", "doha.teacher.jsonl"]
+    # the alias writes the same records as bench's view (its selection stamped as the view's)
+    alias = tmp_path / "alias.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
+                 "--out", str(alias)]) == 0
+    assert [json.loads(line) for line in alias.read_text().splitlines()] == held

@@ -16,16 +16,29 @@ because the paper's baseline row (84.6 Tier 1) is its score:
 * station closures and weather never match the route, and ``fare_quote`` is
   dropped whenever the answer is downgraded to ``advisory_only``.
 
-Tools run in-process (:func:`metrobench.kiosk.tools.call_tool`): no server, no ports,
-and one process scores the whole benchmark in seconds.
+It is a provider, ``scripted`` (a model entry ``rule-agent: {provider: scripted}``; a
+config that gives none gets that entry, :data:`BUILTIN_ENTRY`): :class:`ScriptedClient`
+answers each round of the runner's loop (:mod:`metrobench.agents.runner.loop`) as an
+endpoint would, an assistant message with one tool call, so ``metrobench bench`` runs,
+records, resumes and views it as any model, and its records hold their conversation
+(``messages``) like any other's. Tools run in-process (:func:`metrobench.kiosk.tools.call_tool`):
+no server, no ports, and one process scores the whole benchmark in seconds. What the
+reference did otherwise lives in :class:`ScriptedCase`, the loop's hooks overridden: one
+user message of all the events, its two tool sessions, errors kept to 200 characters, and
+its submission the case's answer, accepted or not. The tree itself is walked again each
+round over the answers so far (:meth:`ScriptedCase.next_call`): it is a pure function of
+the case and the answers.
 
-Two modes. ``baseline`` (the default) is the reference's agent above, byte for
-byte. ``teacher`` makes traces to distil: the same decisions, but the route's
-stops are the ``station_id`` values of ``route_planner``'s answer, so the kiosk
-accepts the submission and the trace ends on an accepted
-``submit_assistant_state``, as the reference's training traces do (spec §11.2).
-Its records carry ``meta["config"]`` = ``rule-agent:teacher``, the fingerprint a
-baseline record never has, so the two never pass for each other.
+Two modes (``mode`` of its entry, :class:`~metrobench.agents.runner.config.ModelConfig`).
+``baseline`` (the default) is the reference's agent above, byte for byte. ``teacher`` makes
+traces to distil: the same decisions, but the route's stops are the ``station_id`` values
+of ``route_planner``'s answer, so the kiosk accepts the submission and the trace ends on an
+accepted ``submit_assistant_state``, as the reference's training traces do (spec §11.2).
+An entry without a ``mode`` runs its teacher mode where it teaches (``bench --teacher``,
+the workflow's train view: :meth:`ModelConfig.as_teacher`), into a work transcript of its
+own; the mode is in its settings, so the two modes' fingerprints differ and never pass for
+each other. ``metrobench rule-agent --mode`` (:mod:`metrobench.commands.baseline`) is an
+alias for users.
 
 Ids, not the whole stop objects the system prompt asks to copy: the kiosk checks
 only the ids (spec §5.9, ``stop.get("station_id", stop)``) and no Tier-1 component

@@ -43,7 +43,7 @@ from metrobench.data.root import SYSTEM_BY_PREFIX
 from metrobench.data.models import Case
 from metrobench.errors import MetrobenchError
 from metrobench.agents.runner.client import ChatClient, RunStopped
-from metrobench.agents.runner.config import ModelConfig
+from metrobench.agents.runner.config import IN_PROCESS, ModelConfig
 from metrobench.agents.runner.loop import run_case
 from metrobench.agents.serving_record import differences
 from metrobench.data.selection import Selection
@@ -342,7 +342,9 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
         done = prepare_resume(out, cfg, cases, restart=restart, system=system.name, serving=serving,
                               set_aside_changed=set_aside_changed, rerun_changed=rerun_changed,
                               stream=progress_stream)
-        todo = order_for_cache([c for c in cases if c.id not in done])
+        todo = [c for c in cases if c.id not in done]
+        if cfg.provider not in IN_PROCESS:  # in-process (scripted): no prompt cache, the selection's order
+            todo = order_for_cache(todo)
         start = time.perf_counter()
         tally, stopped = _Tally(), None
         if todo:
