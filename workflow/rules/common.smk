@@ -217,7 +217,8 @@ def run_settings(wildcards):
     """The settings fingerprint a run is made with (`ModelConfig.fingerprint`, what its work
     transcript records): a param Snakemake records and compares, so an edited max_tokens,
     max_rounds, temperature, ... reruns that model's runs. Wildcards only, never input or output
-    (a param derived from them is not compared); the train view's, the model as it teaches."""
+    (a param derived from them is not compared). In the train view: the model as it
+    teaches (`--teacher`)."""
     w = wildcards
     unknown = STUDY.unknown_model(w.model)
     if unknown:  # a misspelt model or a repeat beyond its count: no run to plan
