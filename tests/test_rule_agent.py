@@ -237,6 +237,8 @@ def test_bench_runs_the_configs_rule_agent_as_any_model_its_teacher_mode_in_a_wo
     assert {r["meta"]["settings"]["mode"] for r in train} == {"teacher"}
     assert all(r["tool_calls_made"][-1]["result"]["accepted"] for r in train)
     assert all(r["messages"][-1]["role"] == "tool" for r in held + train)
+    # no model was asked: no rounds, tokens or time (the protocol and deployment tables read them)
+    assert {(r["api_rounds"], r["output_tokens"], r["e2e_ms"], r["ttft_ms"]) for r in held + train} == {(0, 0, 0.0, 0.0)}
     capsys.readouterr()
     again = bench("holdout")   # the teacher run set nothing aside: the baseline's cases are all done
     assert "ran 0 cases (0 failed), 39 already done" in capsys.readouterr().out
@@ -247,3 +249,23 @@ def test_bench_runs_the_configs_rule_agent_as_any_model_its_teacher_mode_in_a_wo
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
                  "--out", str(alias)]) == 0
     assert [json.loads(line) for line in alias.read_text().splitlines()] == held
+
+
+def test_the_scripted_provider_settings():
+    from metrobench.agents.runner.config import ModelConfig, parse_model_config
+    from metrobench.errors import MetrobenchError
+    from metrobench.study import StudyConfig
+
+    entry = parse_model_config({"name": "rule-agent", "provider": "scripted"})
+    assert entry.max_rounds == 100 and entry.parallel == 1 and entry.settings()["mode"] == "baseline"
+    teacher = entry.as_teacher()
+    assert teacher.mode == "teacher" and teacher.fingerprint() != entry.fingerprint()
+    fixed = parse_model_config({"name": "rule-agent", "provider": "scripted", "mode": "baseline"})
+    assert fixed.as_teacher() is fixed and fixed.fingerprint() == entry.fingerprint()
+    llm = ModelConfig(name="m", provider="openai")
+    assert llm.as_teacher() is llm and "mode" not in llm.settings()   # every other fingerprint as it was
+    with pytest.raises(MetrobenchError, match="field mode: .*provider scripted"):
+        parse_model_config({"name": "m", "provider": "openai", "mode": "teacher"})
+    # a config without the entry still has the rule agent its defaults name
+    assert StudyConfig().model_entry("rule-agent") == {"provider": "scripted"}
+    assert StudyConfig().unknown_model("rule-agent") is None and StudyConfig().model_entry("x") is None

@@ -303,7 +303,10 @@ class ScriptedCase(CaseRun):
 
     def finish(self, start: float) -> CaseRecord:
         record = super().finish(start)
-        record.e2e_ms = 0.0  # no model's time: as the reference's baseline records, and reruns byte-identical
+        # No request went to any model: no rounds (paper.protocol's mean_rounds, 0 for the rule agent)
+        # and no model time (as the reference's baseline records; and a rerun writes the same bytes).
+        record.api_rounds = 0
+        record.e2e_ms = 0.0
         return record
 
 
