@@ -53,11 +53,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Literal
+from typing import Any, get_args
 
 from metrobench.agents.prompts import user_message
 from metrobench.agents.runner.client import EndpointError
-from metrobench.agents.runner.config import SCRIPTED_MAX_ROUNDS, ModelConfig
+from metrobench.agents.runner.config import SCRIPTED_MAX_ROUNDS, ModelConfig, ScriptMode
 from metrobench.agents.runner.loop import CaseRun
 from metrobench.agents.runner.replies import ChatReply
 from metrobench.data.loader import SystemData
@@ -72,8 +72,8 @@ MODEL_NAME = "rule-agent"
 #: Its study config entry where a config gives none (:meth:`metrobench.study.StudyConfig.model_entry`).
 BUILTIN_ENTRY: dict[str, Any] = {"provider": "scripted"}
 ERROR_CHARS = 200  # the reference kept this much of a failed call's body
-Mode = Literal["baseline", "teacher"]
-MODES: tuple[Mode, ...] = ("baseline", "teacher")
+Mode = ScriptMode  # the provider's modes (ModelConfig.mode)
+MODES: tuple[Mode, ...] = get_args(ScriptMode)
 
 
 def parse_events(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
