@@ -157,6 +157,14 @@ def runs_root(partition: str, root: str = RESULTS) -> str:
     return f"{root}/runs/{partition}"
 
 
+def teacher_work_path(work: str) -> str:
+    """The work transcript of a model's teacher runs where it teaches as another model than it benchmarks
+    (a scripted agent's teacher mode: ``ModelConfig.as_teacher``): ``<system>.teacher.jsonl`` beside
+    ``work``, so the two modes' records never meet in one transcript."""
+    stem = work.removesuffix(".jsonl")
+    return f"{stem}.teacher.jsonl"
+
+
 def run_file(runs_dir: str, model: str, system: str) -> str:
     """A model's transcript of a system inside a runs folder (what ``--runs DIR`` options take)."""
     return f"{runs_dir}/{model}/{system}.jsonl"

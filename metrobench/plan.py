@@ -4,7 +4,7 @@ Contract: :func:`plan` asks Snakemake for the dry run of the targets on the give
 config files (``snakemake -n --printshellcmds``, the workflow's own plan, so the
 numbers follow the rules as they are) and reads each planned job's rule, wildcards,
 benchmark file and shell command. The stage comes from the ``metrobench`` command
-the job runs (bench / rule-agent: runs, score, train, merge / export-gguf /
+the job runs (bench: runs, score, train, merge / export-gguf /
 quantize: export, ...), prefixed ``teacher`` for the train view (the teachers').
 A run's cases are those its own flags select (``--system``, ``--partition`` under
 ``--split``, ``--sample``, ``--cases``, ``--limit``: the selection ``bench``
@@ -24,7 +24,8 @@ The estimate comes from the config's ``throughput`` section
 ``prompt_tokens / prompt_tps + completion_tokens / decode_tps`` GPU-seconds, a
 hosted model's case ``prompt_tokens`` input and ``completion_tokens`` output API
 tokens, a scored case with a judge on the judge's tokens, a training job its
-size's ``train_minutes``. The rule agent, scoring and the paper layer cost
+size's ``train_minutes``. A scripted model (the rule agent: in-process,
+:data:`~metrobench.agents.runner.config.IN_PROCESS`), scoring and the paper layer cost
 neither. A cost with no matching entry is unknown (``?``), never guessed.
 
 Each row also shows its jobs' peak GPU memory (the largest of its jobs: a local run's
@@ -56,7 +57,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from metrobench import layout
-from metrobench.agents.rule_agent import MODEL_NAME as RULE_AGENT
+from metrobench.agents.runner.config import IN_PROCESS
 from metrobench.errors import MetrobenchError
 from metrobench.footprint.fit import GpuNeed, fits, refusal, serving_need, study_lock, training_need
 from metrobench.study import Rate, StudyConfig, load_study
@@ -72,11 +73,11 @@ DEFAULT_CONFIG = "config/config.yaml"
 TEACHER = "teacher"
 #: The stage of each ``metrobench`` command a rule runs; any other command is the report layer.
 COMMAND_STAGE = {
-    "bench": "runs", "rule-agent": "runs", "score": "score", "trainset": "trainset", "train": "train",
+    "bench": "runs", "score": "score", "trainset": "trainset", "train": "train",
     "merge": "export", "export-gguf": "export", "quantize": "export", "fetch-data": "data",
     "fetch-model": "data", "verify-data": "data", "partition": "data",
 }
-RUN_COMMANDS = ("bench", "rule-agent")
+RUN_COMMANDS = ("bench",)
 #: The order the table lists stages in (the order they run in); others last, by name.
 STAGE_ORDER = ("data", f"{TEACHER} runs", f"{TEACHER} score", "trainset", "train", "export", "runs", "score",
                "report")
@@ -210,6 +211,7 @@ def _flags(words: list[str]) -> argparse.Namespace:
     parser.add_argument("--sample", type=int)
     parser.add_argument("--limit", type=int)
     parser.add_argument("--restart", action="store_true")
+    parser.add_argument("--teacher", action="store_true")
     return parser.parse_known_args(words[1:])[0]
 
 
@@ -225,8 +227,6 @@ def model_of(job: Job, words: list[str], flags: argparse.Namespace | None) -> st
         return job.wildcards["model"]
     if "size" in job.wildcards:
         return layout.student_group(job.wildcards["size"])
-    if words and words[0] == "rule-agent":
-        return (flags.model if flags else None) or RULE_AGENT
     return "-"
 
 
@@ -240,7 +240,8 @@ class Cases:
         self._splits: dict[tuple[str, str], dict[str, str]] = {}
         self._claimed: dict[Path, set[str]] = {}  # work transcript -> cases a planned run holds or runs
         self.views: dict[str, int] = {}  # a planned run's --out -> the cases of its view
-        self._fingerprints: dict[str, str | None] = {}  # a bench command's settings -> their fingerprint
+        # a bench command's settings -> their fingerprint, and whether it runs into its teacher work transcript
+        self._fingerprints: dict[str, tuple[str | None, bool]] = {}
         self._current: dict[Path, dict[str, CaseRecord]] = {}  # work transcript -> its current records
 
     def _bench(self, data: str | None) -> Benchmark:
@@ -287,28 +288,35 @@ class Cases:
 
     def fingerprint(self, words: list[str]) -> str | None:
         """The settings fingerprint a ``bench`` job's run records: its own command line parsed as
-        ``bench`` parses it (:func:`metrobench.commands.common._model_config`, run in the workflow's
+        ``bench`` parses it (:func:`metrobench.commands.runs.run_config`, run in the workflow's
         folder); ``None`` when it cannot be told (then the transcript's records are not compared)."""
+        return self._identity(words)[0]
+
+    def _identity(self, words: list[str]) -> tuple[str | None, bool]:
+        """(the fingerprint, whether the run appends to its teacher work transcript) of a ``bench`` command."""
         import io
 
-        from metrobench.commands.common import _add_run_options, _model_config
+        from metrobench.commands.common import add_run_options
+        from metrobench.commands.runs import run_config
 
         parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-        _add_run_options(parser)
+        add_run_options(parser)
+        parser.add_argument("--teacher", action="store_true")
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 args = parser.parse_known_args(words[1:])[0]
         except (argparse.ArgumentError, SystemExit):
-            return None
+            return None, False
         key = repr(sorted((k, v) for k, v in vars(args).items()
                           if k not in ("system", "partition", "split", "sample", "cases", "limit", "out", "work",
                                        "data")))
         if key not in self._fingerprints:
             try:
                 with contextlib.chdir(self.root):
-                    self._fingerprints[key] = _model_config(args).fingerprint()
+                    cfg, work = run_config(argparse.Namespace(**{**vars(args), "work": "w.jsonl"}))
+                self._fingerprints[key] = cfg.fingerprint(), str(work) != "w.jsonl"
             except MetrobenchError:
-                self._fingerprints[key] = None
+                self._fingerprints[key] = None, False
         return self._fingerprints[key]
 
     def count_run(self, flags: argparse.Namespace, words: list[str] | None = None) -> int:
@@ -324,12 +332,12 @@ class Cases:
         ids = {case.id for case in cases}
         if flags.out:
             self.views[flags.out] = len(ids)
-        written = flags.work or flags.out
+        fingerprint, teaching = self._identity(words) if words and words[0] == "bench" else (None, False)
+        written = layout.teacher_work_path(flags.work) if flags.work and teaching else flags.work or flags.out
         if flags.restart or not written:
             return len(ids)
         transcript = self.root / written
         if transcript not in self._claimed:
-            fingerprint = self.fingerprint(words) if words and words[0] == "bench" else None
             self._current[transcript] = _current(transcript, fingerprint)
             self._claimed[transcript] = set(self._current[transcript])
         claimed, current = self._claimed[transcript], self._current[transcript]
@@ -378,11 +386,11 @@ def rate_of(study: StudyConfig, model: str, local: bool) -> Rate | None:
     return throughput.local if local else throughput.hosted
 
 
-def is_local(study: StudyConfig, model: str) -> bool:
-    """Whether a model is served on the workstation's GPU (llama.cpp, or a trained student)."""
+def provider_of(study: StudyConfig, model: str) -> str:
+    """A model's provider as its entry says (a trained student, or no entry: ``llama_cpp``)."""
     if layout.student_of(study.seeds(), model):
-        return True
-    spec = study.models.get(study.configured(model))
+        return "llama_cpp"
+    spec = study.model_entry(study.configured(model))
     if isinstance(spec, str):
         import yaml
 
@@ -390,12 +398,19 @@ def is_local(study: StudyConfig, model: str) -> bool:
             spec = yaml.safe_load(Path(spec).read_text())
         except (OSError, yaml.YAMLError) as exc:
             raise MetrobenchError(f"{spec}: cannot read model {model}'s config ({exc})") from None
-    provider = spec.get("provider", "llama_cpp") if isinstance(spec, dict) else "llama_cpp"
-    return provider == "llama_cpp"
+    return str(spec.get("provider", "llama_cpp")) if isinstance(spec, dict) else "llama_cpp"
+
+
+def is_local(study: StudyConfig, model: str) -> bool:
+    """Whether a model is served on the workstation's GPU (llama.cpp, or a trained student)."""
+    return provider_of(study, model) == "llama_cpp"
 
 
 def run_cost(study: StudyConfig, model: str, cases: int) -> Cost:
-    """A benchmark or teacher run of ``cases`` cases: GPU-seconds when local, API tokens when hosted."""
+    """A benchmark or teacher run of ``cases`` cases: GPU-seconds when local, API tokens when hosted,
+    nothing in-process (a scripted model)."""
+    if provider_of(study, model) in IN_PROCESS:
+        return Cost()
     local = is_local(study, model)
     rate = rate_of(study, model, local)
     if rate is None:

@@ -55,7 +55,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from metrobench import layout
 from metrobench.agents.llama_builds import BuildUse
-from metrobench.agents.rule_agent import MODEL_NAME as RULE_AGENT
+from metrobench.agents.rule_agent import BUILTIN_ENTRY, MODEL_NAME as RULE_AGENT
 from metrobench.agents.runner.config import ModelConfig, Provider
 from metrobench.credentials import env_name_problem, url_problem
 from metrobench.data.root import SYSTEMS, pinned_release
@@ -376,7 +376,8 @@ class StudyConfig(Section):
     partition: Partition = Field(Partition(), description="the train/held-out partition")
     scoring: Scoring = Field(Scoring(), description="the judge and the scoring errata")
     models: dict[ModelName, str | InlineModel] = Field(
-        {}, description="model name -> model config (a YAML path or an inline mapping)")
+        {}, description="model name -> model config (a YAML path or an inline mapping); rule-agent, the "
+                        "scripted baseline, is {provider: scripted} unless given here")
     student_serving: InlineModel | None = Field(
         None, description="the model config students are served with (their GGUF replaces serving.gguf)")
     bench: Bench = Field(Bench(), description="which cases the benchmark runs cover")
@@ -472,11 +473,22 @@ class StudyConfig(Section):
             return list(self.report.targets)
         return (["table2.csv"] if self.leaderboard else []) + ["view"]
 
+    def model_entry(self, model: str) -> str | dict[str, Any] | None:
+        """A configured model's entry (its config file's path, or its settings inline); ``rule-agent``
+        is ``{provider: scripted}`` (:data:`~metrobench.agents.rule_agent.BUILTIN_ENTRY`) unless the
+        config gives it one, as every shipped config does: the defaults (``stats.baseline``,
+        ``errata_models``, the viewer's) name it. ``None``: no such model."""
+        entry = self.models.get(model)
+        if entry is None and model == RULE_AGENT:
+            return dict(BUILTIN_ENTRY)
+        return entry
+
     def unknown_model(self, model: str) -> str | None:
-        """Why ``model`` names no run of this config, in words (``None``: the rule agent, a configured
-        model, one of its ``repeats`` runs, or a configured student seed). What the workflow and
-        ``metrobench plan`` refuse a target with, instead of planning or pricing a run of nothing."""
-        if model == RULE_AGENT or model in self.models or self.repeat_of(model) \
+        """Why ``model`` names no run of this config, in words (``None``: a configured model (the rule
+        agent's built-in entry included: :meth:`model_entry`), one of its ``repeats`` runs, or a configured
+        student seed). What the workflow and ``metrobench plan`` refuse a target with, instead of planning
+        or pricing a run of nothing."""
+        if self.model_entry(model) is not None or self.repeat_of(model) \
                 or layout.student_of(self.seeds(), model):
             return None
         base, sep, index = model.rpartition(layout.REPEAT_SUFFIX)

@@ -23,7 +23,7 @@ from metrobench.agents.rule_agent import run_case
 from metrobench.errors import MetrobenchError
 from metrobench.training.hermes import HERMES_JSON, formatted, hermes_messages, tool_call_block
 from metrobench.training.recipe import load_recipe
-from metrobench.training.trainset import clean_messages, rebuild_messages
+from metrobench.training.trainset import clean_messages
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,9 +35,9 @@ def block(line: str) -> str:
 
 def rule_trace(bench, system: str, case_id: str) -> list[dict]:
     """A teacher-mode rule-agent trace of a real case, as ``metrobench trainset`` writes it."""
-    record = run_case(bench.system(system), bench.case(case_id).raw, mode="teacher")
+    record = run_case(bench.system(system), bench.case(case_id), mode="teacher")
     assert record.error is None
-    return rebuild_messages(bench, system, record)
+    return clean_messages(record.messages)
 
 
 # --- BJM-I-005: knowledge_base, then submit (the short trace, rendered in full below) ------------

@@ -273,3 +273,22 @@ def test_malformed_config_override_is_one_error_line():
     with pytest.raises(MetrobenchError, match=r"--config stats=\{: the value of stats is not YAML"):
         _override_mapping(["stats={"])
     assert _override_mapping(["stats={seed: 3}"]) == {"stats": {"seed": 3}}
+
+
+def test_a_scripted_teacher_is_counted_from_its_own_work_transcript_and_costs_nothing(tmp_path, root):
+    # issue 42: the rule agent runs as `bench` (provider scripted); in the train view (--teacher) its
+    # teacher mode appends to <work>.teacher.jsonl, which the plan reads as bench does
+    from metrobench.plan import Cases, Cost, _flags, run_cost
+    from metrobench.study import load_study
+
+    study = load_study(["config/demo.yaml"])
+    work = tmp_path / "work" / "rule-agent" / "doha.jsonl"
+    words = ["bench", "--data", str(root), "--config", "config/demo.yaml", "--model", "rule-agent", "--system",
+             "doha", "--partition", "train", "--work", str(work), "--out", str(tmp_path / "view.jsonl"), "--teacher"]
+    assert Cases(study, Path(".")).count_run(_flags(words), words) == 117
+    assert main(words) == 0
+    assert (work.parent / "doha.teacher.jsonl").is_file() and not work.exists()
+    assert Cases(study, Path(".")).count_run(_flags(words), words) == 0
+    baseline = [w for w in words if w != "--teacher"]   # the baseline mode's work transcript: none yet
+    assert Cases(study, Path(".")).count_run(_flags(baseline), baseline) == 117
+    assert run_cost(study, "rule-agent", 117) == Cost()

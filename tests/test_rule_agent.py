@@ -154,7 +154,7 @@ def test_several_systems_in_one_process_write_one_transcript_each(tmp_path, root
     both = tmp_path / "both"
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--system", "cta", "--partition",
                  "holdout", "--out", str(both / "{system}.jsonl"), "--no-verify"]) == 0
-    assert sorted(p.name for p in both.iterdir()) == ["cta.jsonl", "doha.jsonl"]
+    assert sorted(p.name for p in both.glob("*.jsonl")) == ["cta.jsonl", "doha.jsonl"]  # beside their locks
     assert (both / "doha.jsonl").read_bytes() == (one / "doha.jsonl").read_bytes()
     cta = [json.loads(line) for line in (both / "cta.jsonl").read_text().splitlines()]
     assert {r["system"] for r in cta} == {"cta"} and {r["meta"]["selection"]["system"] for r in cta} == {"cta"}
@@ -183,7 +183,7 @@ def test_teacher_mode_submits_what_the_kiosk_accepts(teacher, baseline):
             submit = r.tool_calls_made[-1]
             assert submit["name"] == "submit_assistant_state" and submit["error"] is None, r.case_id
             assert submit["result"]["accepted"] is True
-            assert r.meta == {"config": "rule-agent:teacher"} and base[r.case_id].meta == {}
+            assert r.meta["ending"] == base[r.case_id].meta["ending"] == "answered"
             planned = [c for c in r.tool_calls_made if c["name"] == "route_planner" and c["error"] is None]
             route = submit["arguments"].get("route")
             if route:  # route_planner's station ids where the baseline has names; all else as it decided
@@ -205,11 +205,67 @@ def test_cli_teacher_mode_is_fingerprinted(tmp_path, root, capsys):
     for mode in ("baseline", "teacher"):
         assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
                      "--mode", mode, "--out", str(tmp_path / mode / "doha.jsonl"), "--no-verify"]) == 0
-    assert "39 cases of doha (0 failed, teacher mode)" in capsys.readouterr().out
+    assert "39 cases of doha run, 0 already there (0 failed, teacher mode)" in capsys.readouterr().out
     lines = {m: [json.loads(x) for x in (tmp_path / m / "doha.jsonl").read_text().splitlines()]
              for m in ("baseline", "teacher")}
-    assert {r["meta"].get("config") for r in lines["teacher"]} == {"rule-agent:teacher"}
-    assert {r["meta"].get("config") for r in lines["baseline"]} == {None}
+    configs = {m: {r["meta"]["config"] for r in lines[m]} for m in lines}
+    assert len(configs["teacher"]) == len(configs["baseline"]) == 1 and configs["teacher"] != configs["baseline"]
+    assert {r["meta"]["settings"]["mode"] for r in lines["teacher"]} == {"teacher"}
+    assert {r["meta"]["settings"]["provider"] for r in lines["baseline"]} == {"scripted"}
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--mode", "student",
                  "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "invalid choice: 'student'" in capsys.readouterr().err
+
+
+def test_bench_runs_the_configs_rule_agent_as_any_model_its_teacher_mode_in_a_work_transcript_of_its_own(
+        tmp_path, root, capsys):
+    # issue 42: the rule agent is the study entry `rule-agent: {provider: scripted}`, run by `bench` (the
+    # workflow's command for every model); --teacher (the train view) runs its teacher mode
+    work = tmp_path / "work" / "rule-agent" / "doha.jsonl"
+
+    def bench(partition: str, *teacher: str) -> list[dict]:
+        out = tmp_path / "runs" / partition / "doha.jsonl"
+        assert main(["bench", "--data", str(root), "--config", "config/demo.yaml", "--model", "rule-agent",
+                     "--system", "doha", "--partition", partition, "--work", str(work), "--set-aside",
+                     "--rerun-changed", "--out", str(out), *teacher]) == 0
+        return [json.loads(line) for line in out.read_text().splitlines()]
+
+    held = bench("holdout")
+    train = bench("train", "--teacher")
+    assert len(held) == 39 and len(train) == 117
+    assert {r["meta"]["settings"]["mode"] for r in held} == {"baseline"}
+    assert {r["meta"]["settings"]["mode"] for r in train} == {"teacher"}
+    assert all(r["tool_calls_made"][-1]["result"]["accepted"] for r in train)
+    assert all(r["messages"][-1]["role"] == "tool" for r in held + train)
+    # no model was asked: no rounds, tokens or time (the protocol and deployment tables read them)
+    assert {(r["api_rounds"], r["output_tokens"], r["e2e_ms"], r["ttft_ms"]) for r in held + train} == {(0, 0, 0.0, 0.0)}
+    capsys.readouterr()
+    again = bench("holdout")   # the teacher run set nothing aside: the baseline's cases are all done
+    assert "ran 0 cases (0 failed), 39 already done" in capsys.readouterr().out
+    assert again == held
+    assert sorted(p.name for p in work.parent.glob("*.jsonl")) == ["doha.jsonl", "doha.teacher.jsonl"]
+    # the alias writes the same records as bench's view (its selection stamped as the view's)
+    alias = tmp_path / "alias.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
+                 "--out", str(alias)]) == 0
+    assert [json.loads(line) for line in alias.read_text().splitlines()] == held
+
+
+def test_the_scripted_provider_settings():
+    from metrobench.agents.runner.config import ModelConfig, parse_model_config
+    from metrobench.errors import MetrobenchError
+    from metrobench.study import StudyConfig
+
+    entry = parse_model_config({"name": "rule-agent", "provider": "scripted"})
+    assert entry.max_rounds == 100 and entry.parallel == 1 and entry.settings()["mode"] == "baseline"
+    teacher = entry.as_teacher()
+    assert teacher.mode == "teacher" and teacher.fingerprint() != entry.fingerprint()
+    fixed = parse_model_config({"name": "rule-agent", "provider": "scripted", "mode": "baseline"})
+    assert fixed.as_teacher() is fixed and fixed.fingerprint() == entry.fingerprint()
+    llm = ModelConfig(name="m", provider="openai")
+    assert llm.as_teacher() is llm and "mode" not in llm.settings()   # every other fingerprint as it was
+    with pytest.raises(MetrobenchError, match="field mode: .*provider scripted"):
+        parse_model_config({"name": "m", "provider": "openai", "mode": "teacher"})
+    # a config without the entry still has the rule agent its defaults name
+    assert StudyConfig().model_entry("rule-agent") == {"provider": "scripted"}
+    assert StudyConfig().unknown_model("rule-agent") is None and StudyConfig().model_entry("x") is None

@@ -165,18 +165,25 @@ def test_a_foreign_tool_call_without_a_function_name_is_one_error_line(runs, roo
     assert message.startswith(f"{path}: case {record['case_id']}: field {field}: ") and "\n" not in message
 
 
-def test_a_rule_agent_record_whose_call_has_no_name_is_one_error_line(runs, bench, tmp_path):
+def test_the_rule_agents_records_carry_their_conversation_and_an_old_one_without_is_dropped(runs, bench, tmp_path):
+    # issue 42: the rule agent runs in the runner's loop, so its records hold `messages` as any model's;
+    # a transcript written before (no messages) is read, its traces dropped as no_messages, never rebuilt
     split = load_split(bench)
     teacher = _records(runs / "teacher" / "runs" / "rule-agent" / "doha.jsonl")
+    assert all(r["messages"] and r["messages"][0]["role"] == "system" for r in teacher)
     record = next(r for r in teacher if split.get(r["case_id"]) == "train")
-    del record["tool_calls_made"][0]["name"]
-    path = tmp_path / "runs" / "foreign" / "doha.jsonl"
+    assert [m["role"] for m in record["messages"]][:3] == ["system", "user", "assistant"]
+    calls = [c for m in record["messages"] if m["role"] == "assistant" for c in m["tool_calls"]]
+    assert [c["function"]["name"] for c in calls] == [c["name"] for c in record["tool_calls_made"]]
+    assert [c["id"] for c in calls] == [f"call_{i}" for i in range(len(calls))]
+    old = {k: v for k, v in record.items() if k != "messages"}
+    path = tmp_path / "runs" / "rule-agent" / "doha.jsonl"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(record) + "\n")
-    field = r"field tool_calls_made\[0\]\.name: "
-    with pytest.raises(MetrobenchError, match=rf"^{path}: case {record['case_id']}: {field}"):
-        select_traces(bench, tmp_path / "runs", {"foreign": {record["case_id"]: 100.0}}, ["foreign"], split,
-                      systems=("doha",))
+    path.write_text(json.dumps(old) + "\n")
+    selection = select_traces(bench, tmp_path / "runs", {"rule-agent": {record["case_id"]: 100.0}},
+                              ["rule-agent"], split, systems=("doha",))
+    assert selection.examples == [] and selection.dropped("no_messages") == 1
+    assert any("no_messages: a record without its conversation" in line for line in selection.report())
 
 
 def test_a_case_recorded_twice_is_read_from_its_last_record_as_it_was_scored(runs, root, bench, tmp_path, capsys):
@@ -188,6 +195,9 @@ def test_a_case_recorded_twice_is_read_from_its_last_record_as_it_was_scored(run
     redone = json.loads(json.dumps(good))
     redone["tool_calls_made"] = [dict(good["tool_calls_made"][0], result={"redone": True}),
                                  *good["tool_calls_made"]]   # another finished trace of the case
+    first = redone["messages"][2]["tool_calls"][0]
+    redone["messages"][2:2] = [{"role": "assistant", "content": "", "tool_calls": [dict(first, id="redo")]},
+                               {"role": "tool", "tool_call_id": "redo", "content": json.dumps({"redone": True})}]
     runs_dir = tmp_path / "runs"
     path = runs_dir / "rule-agent" / "doha.jsonl"
     path.parent.mkdir(parents=True)

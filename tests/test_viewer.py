@@ -122,7 +122,8 @@ def test_site_of_real_runs(runs, root, tmp_path, capsys):
     model = (out / "models" / "rule-agent.html").read_text()
     assert "id=\"failed-filter\"" in model and "data-failed=\"framebook_conformance\"" in model
     page = (out / "cases" / "tampered" / f"{case_id}.html").read_text()
-    assert "rebuilt from the case" in page and "Airport to Five Points" in page
+    # the rule agent's records carry their conversation (issue 42): drawn from it, nothing rebuilt
+    assert "rebuilt from the case" not in page and "Airport to Five Points" in page
     assert "&lt;script&gt;document.body" in page and page.count("<script>") == 1
     # a user error is one line, status 2
     assert main(["view", "--runs", str(base / "runs"), "--scores", str(base / "scores"),

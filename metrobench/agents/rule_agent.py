@@ -16,16 +16,29 @@ because the paper's baseline row (84.6 Tier 1) is its score:
 * station closures and weather never match the route, and ``fare_quote`` is
   dropped whenever the answer is downgraded to ``advisory_only``.
 
-Tools run in-process (:func:`metrobench.kiosk.tools.call_tool`): no server, no ports,
-and one process scores the whole benchmark in seconds.
+It is a provider, ``scripted`` (a model entry ``rule-agent: {provider: scripted}``; a
+config that gives none gets that entry, :data:`BUILTIN_ENTRY`): :class:`ScriptedClient`
+answers each round of the runner's loop (:mod:`metrobench.agents.runner.loop`) as an
+endpoint would, an assistant message with one tool call, so ``metrobench bench`` runs,
+records, resumes and views it as any model, and its records hold their conversation
+(``messages``) like any other's. Tools run in-process (:func:`metrobench.kiosk.tools.call_tool`):
+no server, no ports, and one process scores the whole benchmark in seconds. What the
+reference did otherwise lives in :class:`ScriptedCase`, the loop's hooks overridden: one
+user message of all the events, its two tool sessions, errors kept to 200 characters, and
+its submission the case's answer, accepted or not. The tree itself is walked again each
+round over the answers so far (:meth:`ScriptedCase.next_call`): it is a pure function of
+the case and the answers.
 
-Two modes. ``baseline`` (the default) is the reference's agent above, byte for
-byte. ``teacher`` makes traces to distil: the same decisions, but the route's
-stops are the ``station_id`` values of ``route_planner``'s answer, so the kiosk
-accepts the submission and the trace ends on an accepted
-``submit_assistant_state``, as the reference's training traces do (spec §11.2).
-Its records carry ``meta["config"]`` = ``rule-agent:teacher``, the fingerprint a
-baseline record never has, so the two never pass for each other.
+Two modes (``mode`` of its entry, :class:`~metrobench.agents.runner.config.ModelConfig`).
+``baseline`` (the default) is the reference's agent above, byte for byte. ``teacher`` makes
+traces to distil: the same decisions, but the route's stops are the ``station_id`` values
+of ``route_planner``'s answer, so the kiosk accepts the submission and the trace ends on an
+accepted ``submit_assistant_state``, as the reference's training traces do (spec §11.2).
+An entry without a ``mode`` runs its teacher mode where it teaches (``bench --teacher``,
+the workflow's train view: :meth:`ModelConfig.as_teacher`), into a work transcript of its
+own; the mode is in its settings, so the two modes' fingerprints differ and never pass for
+each other. ``metrobench rule-agent --mode`` (:mod:`metrobench.commands.baseline`) is an
+alias for users.
 
 Ids, not the whole stop objects the system prompt asks to copy: the kiosk checks
 only the ids (spec §5.9, ``stop.get("station_id", stop)``) and no Tier-1 component
@@ -37,21 +50,30 @@ round with ids, 240 with objects).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, get_args
 
+from metrobench.agents.prompts import user_message
+from metrobench.agents.runner.client import EndpointError
+from metrobench.agents.runner.config import SCRIPTED_MAX_ROUNDS, ModelConfig, ScriptMode
+from metrobench.agents.runner.loop import CaseRun
+from metrobench.agents.runner.replies import ChatReply
 from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
-from metrobench.kiosk.tools.dispatch import call_tool
+from metrobench.errors import MetrobenchError
+from metrobench.kiosk.tools.dispatch import ToolResponse, call_tool
 from metrobench.kiosk.tools.session import ToolSession
 from metrobench.transcripts.records import CaseRecord
 from metrobench.vocabulary import RIDER_KEYS, SUBMIT_TOOL
 
 MODEL_NAME = "rule-agent"
+#: Its study config entry where a config gives none (:meth:`metrobench.study.StudyConfig.model_entry`).
+BUILTIN_ENTRY: dict[str, Any] = {"provider": "scripted"}
 ERROR_CHARS = 200  # the reference kept this much of a failed call's body
-Mode = Literal["baseline", "teacher"]
-MODES: tuple[Mode, ...] = ("baseline", "teacher")
+Mode = ScriptMode  # the provider's modes (ModelConfig.mode)
+MODES: tuple[Mode, ...] = get_args(ScriptMode)
 
 
 def parse_events(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -106,21 +128,8 @@ def route_of(planned: dict[str, Any], mode: Mode = "baseline") -> dict[str, Any]
             "line_sequence": planned.get("line_sequence", [])}
 
 
-class _Calls:
-    """Runs and records tool calls the way the reference baseline did."""
-
-    def __init__(self, system: SystemData, case: dict[str, Any]) -> None:
-        self.plain = ToolSession(system)
-        self.feed = ToolSession(system, case_id=case["id"])  # no current_time: nothing expires
-        self.feed.set_disruptions(case.get("system_context", {}).get("active_disruptions") or [])
-        self.made: list[dict[str, Any]] = []
-
-    def __call__(self, name: str, args: dict[str, Any]) -> tuple[Any, str | None]:
-        session = self.feed if name == "disruption_feed" else self.plain
-        answer = call_tool(session, name, args)
-        result, error = (answer.body, None) if answer.ok else (None, answer.text[:ERROR_CHARS])
-        self.made.append({"name": name, "arguments": args, "result": result, "error": error})
-        return result, error
+#: How the decision tree asks for a tool: ``call(name, arguments) -> (result, error)``.
+Call = Callable[[str, dict[str, Any]], tuple[Any, "str | None"]]
 
 
 def _decline(outcome: str, reason: str, message: str) -> dict[str, Any]:
@@ -134,7 +143,7 @@ def _events(case: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for turn in turns for e in turn] if turns else case["events"]
 
 
-def _without_stations(parsed: dict[str, Any], call: _Calls) -> dict[str, Any]:
+def _without_stations(parsed: dict[str, Any], call: Call) -> dict[str, Any]:
     """No origin or destination: a knowledge-base answer to the free text, else a decline."""
     if not parsed["freetext"]:
         return _decline("request_declined", "invalid_request",
@@ -149,7 +158,7 @@ def _without_stations(parsed: dict[str, Any], call: _Calls) -> dict[str, Any]:
                     "This kiosk cannot help with that request.")
 
 
-def _disruption_banners(planned: dict[str, Any], call: _Calls) -> list[dict[str, str]]:
+def _disruption_banners(planned: dict[str, Any], call: Call) -> list[dict[str, str]]:
     """A banner per fed disruption on the route's stops or lines (closures and weather never match)."""
     banners: list[dict[str, str]] = []
     feed, _ = call("disruption_feed", {"severity_filter": "all"})
@@ -165,7 +174,7 @@ def _disruption_banners(planned: dict[str, Any], call: _Calls) -> list[dict[str,
     return banners
 
 
-def _accessibility_banners(planned: dict[str, Any], call: _Calls) -> list[dict[str, str]]:
+def _accessibility_banners(planned: dict[str, Any], call: Call) -> list[dict[str, str]]:
     """A warning per stop whose accessibility record lacks step-free access or elevators (all of them)."""
     banners: list[dict[str, str]] = []
     for stop in planned["stops"]:
@@ -185,7 +194,7 @@ def _accessibility_banners(planned: dict[str, Any], call: _Calls) -> list[dict[s
     return banners
 
 
-def decide(case: dict[str, Any], call: _Calls, mode: Mode = "baseline") -> dict[str, Any]:
+def decide(case: dict[str, Any], call: Call, mode: Mode = "baseline") -> dict[str, Any]:
     """Walk the decision tree for one case; returns the submitted arguments."""
     context = case.get("system_context", {})
     parsed = parse_events(_events(case))
@@ -239,37 +248,122 @@ def decide(case: dict[str, Any], call: _Calls, mode: Mode = "baseline") -> dict[
     return submit
 
 
-def run_case(system: SystemData, case: dict[str, Any], *, model: str = MODEL_NAME,
+class _Asked(Exception):
+    """The decision tree asked for a call not answered yet: the next reply's."""
+
+    def __init__(self, name: str, arguments: dict[str, Any]) -> None:
+        super().__init__(name)
+        self.name, self.arguments = name, arguments
+
+
+class ScriptedCase(CaseRun):
+    """One case of the scripted agent in the runner's loop, run as the reference ran its baseline.
+
+    The conversation is the prompt and one user message of all the case's events (a multi-turn
+    case's turns flattened, as the reference agent read them: it decides once), then one tool call a
+    round. Tools run in two sessions: ``disruption_feed`` in the case's (its disruptions, no current
+    time), every other call in a plain session of the system; a failed call's body is kept to
+    :data:`ERROR_CHARS`. Its submission, accepted or not, is the case's answer.
+    """
+
+    def __init__(self, system: SystemData, case: Case, model: str, mode: Mode) -> None:
+        super().__init__(system, case, model)
+        self.mode = mode
+        self.messages[1] = {"role": "user", "content": user_message(_events(case.raw))}
+        self.pending_turns = []
+        self.plain = ToolSession(system)
+        self.feed = ToolSession(system, case_id=case.id)  # no current_time: nothing expires
+        self.feed.set_disruptions(case.raw.get("system_context", {}).get("active_disruptions") or [])
+
+    def next_call(self) -> tuple[str, dict[str, Any]]:
+        """The tree's next call: the tree walked again, its calls so far answered as recorded."""
+        made = iter(self.record.tool_calls_made)
+
+        def replay(name: str, arguments: dict[str, Any]) -> tuple[Any, str | None]:
+            entry = next(made, None)
+            if entry is None:
+                raise _Asked(name, arguments)
+            return entry["result"], entry["error"]
+
+        try:
+            submit = decide(self.case.raw, replay, self.mode)
+        except _Asked as asked:
+            return asked.name, asked.arguments
+        return SUBMIT_TOOL, submit
+
+    async def ask(self, client: Any) -> ChatReply:
+        return client.reply(self)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResponse:
+        answer = call_tool(self.feed if name == "disruption_feed" else self.plain, name, arguments)
+        return answer if answer.ok else ToolResponse(answer.status, answer.body, answer.text[:ERROR_CHARS])
+
+    def answers(self, name: str, answer: ToolResponse) -> bool:
+        return name == SUBMIT_TOOL  # scored whether the kiosk accepted it or not (spec section 8)
+
+    def finish(self, start: float) -> CaseRecord:
+        record = super().finish(start)
+        # No request went to any model: no rounds (paper.protocol's mean_rounds, 0 for the rule agent)
+        # and no model time (as the reference's baseline records; and a rerun writes the same bytes).
+        record.api_rounds = 0
+        record.e2e_ms = 0.0
+        return record
+
+
+class ScriptedClient:
+    """The ``scripted`` provider: answers each round as an endpoint would, with the decision tree's call.
+
+    A reply is an assistant message with one tool call (``call_<i>``, the case's i-th call, its
+    arguments a JSON string) and no tokens; a tree that fails ends the case with its error as a
+    refused request (the reference recorded any failure as the case's error).
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        self.mode: Mode = cfg.script_mode
+        self.stopped: str | None = None
+        self.where = "scripted"
+
+    def open_case(self, system: SystemData, case: Case, model: str) -> ScriptedCase:
+        return ScriptedCase(system, case, model, self.mode)
+
+    def reply(self, state: ScriptedCase) -> ChatReply:
+        try:
+            name, arguments = state.next_call()
+        except Exception as exc:  # noqa: BLE001 - the reference recorded any failure as the case's error
+            raise EndpointError(str(exc), infrastructure=False) from None
+        call = {"id": f"call_{len(state.record.tool_calls_made)}", "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)}}
+        return ChatReply(message={"role": "assistant", "content": "", "tool_calls": [call]},
+                         finish_reason="tool_calls")
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ChatReply:
+        raise MetrobenchError("the scripted provider answers a case it opened (open_case), not a bare conversation")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def scripted_config(model: str = MODEL_NAME, mode: Mode | None = None) -> ModelConfig:
+    """The rule agent's model config (what ``models: {rule-agent: {provider: scripted}}`` gives)."""
+    return ModelConfig(name=model, provider="scripted", mode=mode, max_rounds=SCRIPTED_MAX_ROUNDS)
+
+
+def run_case(system: SystemData, case: Case | dict[str, Any], *, model: str = MODEL_NAME,
              mode: Mode = "baseline") -> CaseRecord:
-    """One case: decide, submit, and record it as the runner would."""
+    """One case (or its raw JSON) through the runner's loop, as ``bench`` runs it, without the run's
+    stamps in ``meta`` (its config, settings, case hash, selection and serving)."""
+    from metrobench.agents.runner.loop import run_case as run_in_loop
+
     if mode not in MODES:
         raise ValueError(f"rule agent mode {mode!r}: expected one of {', '.join(MODES)}")
-    record = _run(system, case, model, mode)
-    if mode != "baseline":
-        record.meta["config"] = f"{MODEL_NAME}:{mode}"
-    return record
-
-
-def _run(system: SystemData, case: dict[str, Any], model: str, mode: Mode) -> CaseRecord:
-    call = _Calls(system, case)
-    try:
-        submit = decide(case, call, mode)
-        call(SUBMIT_TOOL, submit)
-    except Exception as exc:  # noqa: BLE001 - the reference recorded any failure as the case's error
-        return CaseRecord(case_id=case["id"], model=model, system=system.name, error=str(exc))
-    response = {
-        "outcome": submit.get("outcome", ""),
-        "kiosk_action": submit.get("kiosk_action", {}),
-        "reasoning": "",
-        "ui_updates": {"route": submit.get("route"), "fare_quote": submit.get("fare_quote"),
-                       "advisory_banners": submit.get("advisory_banners", []),
-                       "assistant_message": submit.get("assistant_message", "")},
-    }
-    return CaseRecord(case_id=case["id"], model=model, system=system.name, response=response,
-                      tool_calls_made=call.made, raw_content=json.dumps(submit))
+    if isinstance(case, dict):
+        raw, case = case, Case.model_validate(case)
+        case._raw = raw
+    cfg = scripted_config(model, mode)
+    return asyncio.run(run_in_loop(ScriptedClient(cfg), system, case, model=model, max_rounds=cfg.max_rounds))
 
 
 def run_cases(system: SystemData, cases: Iterable[Case], *, model: str = MODEL_NAME,
               mode: Mode = "baseline") -> Iterator[CaseRecord]:
     for case in cases:
-        yield run_case(system, case.raw, model=model, mode=mode)
+        yield run_case(system, case, model=model, mode=mode)

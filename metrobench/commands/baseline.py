@@ -1,12 +1,13 @@
-"""``metrobench rule-agent``: the scripted baseline (no model), one transcript per system.
+"""``metrobench rule-agent``: the scripted baseline (no model), one transcript per system: an alias of ``bench``.
 
-Contract: runs :mod:`metrobench.agents.rule_agent` on the selected cases of each
-``--system`` and writes each whole transcript to ``--out`` (replacing it;
-``{system}`` in the path names the system, required with several, which then
-share one process and its imports); the benchmark's pinned digests are checked
-first unless ``--no-verify``. ``--mode teacher`` runs the rule agent as a teacher
-(stops the kiosk accepts; its records fingerprinted ``rule-agent:teacher``);
-the default ``baseline`` is the paper's baseline, unchanged.
+Contract: runs the rule agent (``provider: scripted``, :mod:`metrobench.agents.rule_agent`) on the
+selected cases of each ``--system`` through the runner, as ``bench --model rule-agent`` runs a
+study's ``rule-agent`` entry, and writes its transcript to ``--out`` (``{system}`` in the path
+names the system, required with several, which then share one process and its imports): the same
+records, ``messages`` and run stamps included, resumed as ``bench`` resumes (a transcript of the
+other mode is set aside, never deleted). The benchmark's pinned digests are checked first unless
+``--no-verify``. ``--mode teacher`` runs it as a teacher (stops the kiosk accepts); the default
+``baseline`` is the paper's baseline, unchanged. The workflow runs ``bench``; this stays for users.
 """
 
 from __future__ import annotations
@@ -36,25 +37,24 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_rule_agent(args: argparse.Namespace) -> int:
-    from metrobench.agents.rule_agent import run_cases
+    from metrobench.agents.rule_agent import scripted_config
+    from metrobench.agents.runner.run import run_model
+    from metrobench.agents.serving_record import hosted_record
     from metrobench.scoring.names import check_name
-    from metrobench.transcripts.records import write_transcript
 
     systems = list(dict.fromkeys(args.system))
     if len(systems) > 1 and "{system}" not in args.out:
         raise MetrobenchError("--out: with several --system, the path must hold {system} (one transcript each)")
     bench = verified_bench(args.data, args.no_verify)
     check_name("model", args.model)
+    cfg = scripted_config(args.model, args.mode)
     for system in systems:
         selection, cases = run_selection(bench, system=system, partition=args.partition, split=args.split,
                                          sample=args.sample)
-        records = list(run_cases(bench.system(system), cases, model=args.model, mode=args.mode))
-        recorded = selection.to_meta()
-        for record in records:
-            record.meta["selection"] = recorded
         out = Path(args.out.replace("{system}", system))
-        write_transcript(out, records)
-        failed = sum(1 for r in records if r.error)
+        summary = run_model(cfg, bench.system(system), cases, out, selection=selection,
+                            serving=hosted_record(cfg), set_aside_changed=True)
         mode = "" if args.mode == "baseline" else f", {args.mode} mode"
-        print(f"wrote {out}: {len(records)} cases of {system} ({failed} failed{mode})")
+        print(f"wrote {out}: {summary.ran} cases of {system} run, {summary.skipped} already there "
+              f"({summary.failed} failed{mode})")
     return 0

@@ -303,14 +303,3 @@ def add_resume_options(p: argparse.ArgumentParser) -> None:
                    help="a transcript (--work, else --out) made under other settings or serving is renamed to "
                         "<name>.<its fingerprint>.jsonl beside it and a new one started, instead of refused "
                         "(the workflow passes it: an edited model setting reruns, the old cases kept)")
-
-
-# plan.py (left to another change this round) still parses a ``bench`` command line with these two
-# names; once it calls ``add_run_options`` and ``model_config(..., flags=ModelFlags.parsed(args))``
-# itself, this block goes.
-_add_run_options = add_run_options
-
-
-def _model_config(args: argparse.Namespace) -> ModelConfig:
-    return model_config(config=args.config, model_file=args.model_config, model=args.model, gguf=args.gguf,
-                        repeat=args.repeat, flags=ModelFlags.parsed(args))

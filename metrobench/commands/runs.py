@@ -20,6 +20,10 @@ infrastructure ending (the endpoint, not the model) or that was stopped (a
 refused key, an unknown model, a server that never answered) exits with one
 ``metrobench: error:`` line, so a Snakemake job fails and builds no table on it;
 rerunning the command redoes exactly those cases.
+
+``--teacher`` (the workflow's train view, for every model) runs the model as it teaches
+(:func:`run_config`): the scripted rule agent in its teacher mode, into a work transcript of
+its own; every other model as itself, sharing its benchmark row's work transcript.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import TYPE_CHECKING
 from metrobench.commands.common import (ModelFlags, Subparsers, add_run_options, model_config, open_bench,
                                         run_selection)
 from metrobench.errors import MetrobenchError
+from metrobench.layout import teacher_work_path
 
 if TYPE_CHECKING:
     from metrobench.agents.runner.config import ModelConfig
@@ -43,10 +48,12 @@ if TYPE_CHECKING:
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run a model (an OpenAI-compatible endpoint) on the cases of a system")
     add_run_options(p)
+    _add_teacher(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bench", help="serve a GGUF with llama.cpp, run it on a system, stop the server")
     add_run_options(p)
+    _add_teacher(p)
     p.add_argument("--server-log", help="file for the server's output")
     p.add_argument("--require-gpu", action="store_true",
                    help="refuse a model with serving.n_gpu_layers > 0 on a llama.cpp build that would serve it on "
@@ -67,30 +74,50 @@ def _run_selection(args: argparse.Namespace, bench: Benchmark) -> tuple[Selectio
                          sample=args.sample, cases=args.cases, limit=args.limit)
 
 
-def _transcript(args: argparse.Namespace) -> Path:
-    """Where the run appends: the work transcript when given, else --out itself."""
-    return Path(args.work or args.out)
+def _add_teacher(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--teacher", action="store_true",
+                   help="a teacher's run (the workflow's train view): the model as it teaches "
+                        "(ModelConfig.as_teacher: a scripted model without a mode set runs its teacher mode, "
+                        "into a work transcript of its own; any other model is unchanged)")
 
 
-def _check_paths(args: argparse.Namespace) -> None:
+def run_config(args: argparse.Namespace) -> tuple[ModelConfig, Path | None]:
+    """The run's model config and its work transcript (``None``: none, the run appends to ``--out``).
+
+    With ``--teacher``, the model as it teaches (:meth:`ModelConfig.as_teacher`); where that is another
+    model than itself (the scripted agent's teacher mode), its work transcript is
+    :func:`metrobench.layout.teacher_work_path` of ``--work``, so its two modes never set each other aside.
+    Shared with ``metrobench plan``, which reads the same transcript."""
+    cfg = _model_config(args)
+    work = Path(args.work) if args.work else None
+    if getattr(args, "teacher", False):
+        teacher = cfg.as_teacher()
+        if teacher is not cfg and work is not None:
+            work = Path(teacher_work_path(str(work)))
+        cfg = teacher
+    return cfg, work
+
+
+def _check_paths(args: argparse.Namespace, work: Path | None) -> None:
     """``--out`` must not be ``--work`` under another spelling (:func:`~metrobench.transcripts.views.check_view_path`)."""
-    if args.work:
+    if work is not None:
         from metrobench.transcripts.views import check_view_path
 
-        check_view_path(Path(args.work), Path(args.out))
+        check_view_path(work, Path(args.out))
 
 
-def _report(summary: RunSummary, args: argparse.Namespace, selection: Selection, cases: list[Case]) -> int:
+def _report(summary: RunSummary, args: argparse.Namespace, work: Path | None, selection: Selection,
+            cases: list[Case]) -> int:
     """Print the counts line; a run that failed on its endpoint raises its one error line; else cut the view."""
     print(f"{summary.path}: ran {summary.ran} case{'' if summary.ran == 1 else 's'} ({summary.failed} failed), "
           f"{summary.skipped} already done, {summary.wall_s:.1f} s; endings: {summary.counts()}", flush=True)
     problem = summary.problem()
     if problem is not None:
         raise MetrobenchError(problem)
-    if args.work:
+    if work is not None:
         from metrobench.transcripts.views import cut_view
 
-        count = cut_view(Path(args.work), Path(args.out), selection, cases)
+        count = cut_view(work, Path(args.out), selection, cases)
         print(f"wrote {args.out}: {count} of {len(cases)} cases, the {selection.partition} view", flush=True)
     return 0
 
@@ -99,19 +126,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from metrobench.agents.runner.run import run_model
     from metrobench.scoring.names import check_name
 
-    _check_paths(args)
+    cfg, work = run_config(args)
+    _check_paths(args, work)
     bench = open_bench(args.data)
-    cfg = _model_config(args)
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
     from metrobench.agents.serving_record import hosted_record
     from metrobench.transcripts.records import transcript_lock
 
-    with transcript_lock(_transcript(args), wait=bool(args.work)):  # held while the view is cut too
-        summary = run_model(cfg, bench.system(args.system), cases, _transcript(args), restart=args.restart,
+    out = work or Path(args.out)
+    with transcript_lock(out, wait=work is not None):  # held while the view is cut too
+        summary = run_model(cfg, bench.system(args.system), cases, out, restart=args.restart,
                             selection=selection, serving=hosted_record(cfg), set_aside_changed=args.set_aside,
                             rerun_changed=args.rerun_changed)
-        return _report(summary, args, selection, cases)
+        return _report(summary, args, work, selection, cases)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -120,16 +148,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from metrobench.agents.serving import serve_model, serving_record
     from metrobench.transcripts.records import transcript_lock
 
-    _check_paths(args)
+    cfg, work = run_config(args)
+    _check_paths(args, work)
     bench = open_bench(args.data)
-    cfg = _model_config(args)
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
     log = Path(args.server_log) if args.server_log else None
-    out = _transcript(args)
-    with transcript_lock(out, wait=bool(args.work)):  # before serving, and while the view is cut
+    out = work or Path(args.out)
+    with transcript_lock(out, wait=work is not None):  # before serving, and while the view is cut
         with serve_model(cfg, log_path=log, gpu=args.require_gpu) as url:
             summary = run_model(cfg, bench.system(args.system), cases, out, base_url=url,
                                 restart=args.restart, selection=selection, serving=serving_record(cfg, url),
                                 set_aside_changed=args.set_aside, rerun_changed=args.rerun_changed)
-        return _report(summary, args, selection, cases)  # after the server has stopped
+        return _report(summary, args, work, selection, cases)  # after the server has stopped

@@ -14,10 +14,11 @@ reason dropped (:data:`DROP_REASONS`, checked in that order). Each example is th
 (tool-call arguments as JSON strings, reasoning stripped) with the tool schemas
 the model saw, so training renders it exactly as inference does.
 
-Any model can teach, including the rule agent, whose records hold tool calls
-but no messages: its conversation is rebuilt from the prompt and its calls. A recorded
-tool call without a function name (a foreign transcript's) cannot be trained on: it is
-one error naming the file, the case and the field.
+Any model can teach, the rule agent included (``provider: scripted``: its records hold
+their conversation as every model's do). A record without one (a rule-agent transcript
+written before it ran in the runner's loop) is dropped as ``no_messages``, counted, never
+guessed at. A recorded tool call without a function name (a foreign transcript's) cannot
+be trained on: it is one error naming the file, the case and the field.
 
 Tool-call arguments are stored in the form llama-server renders past calls
 in at inference (:func:`canonical_arguments`): the server parses each call's
@@ -43,16 +44,18 @@ from metrobench.data.loader import Benchmark
 from metrobench.data.root import CASE_PREFIX, SYSTEMS
 from metrobench.atomic import atomic_open, write_text
 from metrobench.errors import MetrobenchError
-from metrobench.agents.prompts import TOOLS, system_prompt, user_message
+from metrobench.agents.prompts import TOOLS
 from metrobench.transcripts.records import CaseRecord, latest_records, read_run
 from metrobench.vocabulary import CATEGORIES, SUBMIT_TOOL
 
 #: Why a teacher's train-partition trace is not in the training set, in the order checked.
-DROP_REASONS = ("run_error", "unscored", "below_threshold", "no_submission", "refused", "outranked")
+DROP_REASONS = ("run_error", "unscored", "below_threshold", "no_messages", "no_submission", "refused", "outranked")
 DROP_HELP = {
     "run_error": "the run ended on an error",
     "unscored": "no Tier 1 for the case",
     "below_threshold": "Tier 1 below the threshold",
+    "no_messages": "a record without its conversation (a rule-agent transcript from before it ran in the runner's "
+                   "loop: rerun it)",
     "no_submission": "a turn without any submission",
     "refused": "a turn whose last submission the kiosk refused",
     "outranked": "another teacher's trace of the case scored higher (or tied, listed first)",
@@ -109,7 +112,10 @@ def clean_messages(messages: list[dict[str, Any]], where: str = "trace") -> list
         role = m.get("role")
         if role not in ("system", "user", "assistant", "tool"):
             continue
-        item: dict[str, Any] = {"role": role, "content": m.get("content") or ""}
+        item: dict[str, Any] = {"role": role}
+        if role == "tool":  # before its content, as the runner records it (and the examples were written)
+            item["tool_call_id"] = m.get("tool_call_id") or ""
+        item["content"] = m.get("content") or ""
         if role == "assistant" and m.get("tool_calls"):
             calls = m["tool_calls"]
             if not isinstance(calls, list):
@@ -121,33 +127,8 @@ def clean_messages(messages: list[dict[str, Any]], where: str = "trace") -> list
                 item["tool_calls"].append({"id": c.get("id") or f"call_{i}", "type": "function",
                                            "function": {"name": name, "arguments": canonical_arguments(
                                                arguments if arguments is not None else {})}})
-        if role == "tool":
-            item["tool_call_id"] = m.get("tool_call_id") or ""
         out.append(item)
     return out
-
-
-def rebuild_messages(bench: Benchmark, system: str, record: CaseRecord,
-                     where: str = "trace") -> list[dict[str, Any]]:
-    """A conversation for a record without one (the rule agent): prompt, then one call per turn."""
-    case = bench.case(record.case_id).raw
-    turns = case.get("multi_turn_events") or [case["events"]]
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(bench.system(system), case.get("system_context", {}))},
-        {"role": "user", "content": user_message([e for turn in turns for e in turn])},
-    ]
-    for i, call in enumerate(record.tool_calls_made):
-        name = call.get("name") if isinstance(call, dict) else None
-        if not isinstance(name, str) or not name:
-            raise MetrobenchError(f"{where}: field tool_calls_made[{i}].name: a tool call needs its function's "
-                                  f"name (got {name!r})")
-        call_id = f"call_{i}"
-        messages.append({"role": "assistant", "content": "", "tool_calls": [{
-            "id": call_id, "type": "function",
-            "function": {"name": name, "arguments": canonical_arguments(call.get("arguments") or {})}}]})
-        content = call.get("result") if call.get("error") is None else {"error": call["error"]}
-        messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(content)})
-    return messages
 
 
 def check_no_holdout(examples: list[Example], partitions: dict[str, str]) -> None:
@@ -251,10 +232,10 @@ def select_traces(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, f
                 selection.note(teacher, record.case_id, "traces")
                 t1 = scores.get(record.case_id)
                 reason = _screen(record, t1, min_tier1)
+                if reason is None and not record.messages:
+                    reason = "no_messages"
                 if reason is None:
-                    where = f"{path}: case {record.case_id}"
-                    messages = clean_messages(record.messages, where) if record.messages \
-                        else rebuild_messages(bench, system, record, where)
+                    messages = clean_messages(record.messages, f"{path}: case {record.case_id}")
                     reason = unfinished(messages)
                 if reason is not None:
                     selection.note(teacher, record.case_id, reason)

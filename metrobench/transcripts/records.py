@@ -1,7 +1,7 @@
 """Transcripts: what one agent did on each case of one system, one JSON object per line.
 
 A transcript file (``runs/{model}/{system}.jsonl``) is append-only: the runner
-and the rule agent write each case's record as soon as the case ends and flush
+(the rule agent's runs included) writes each case's record as soon as the case ends and flushes
 it, so a killed run loses only the cases in flight and a rerun can skip the
 cases already present. A case may have more than one record (rerun after its data
 changed, ``--rerun-changed``): its current record is its last one a resume keeps

@@ -4,7 +4,8 @@ With recorded messages (the runner's transcripts), the conversation is drawn
 from them: the system prompt folded, each user turn, each assistant reply with
 its calls; a call's answer comes from the matching ``tool_calls_made`` entry
 (same order), else from the tool message with its id. Without messages (the
-rule agent, the reference's result JSON), the rebuilt prompt and user turns are
+reference's result JSON; a rule-agent transcript from before the rule agent ran in
+the runner's loop), the rebuilt prompt and user turns are
 drawn, then the calls from ``tool_calls_made``. A call that failed is marked,
 and a rejected ``submit_assistant_state`` is labelled as the 422 feedback the
 model received.

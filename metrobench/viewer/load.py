@@ -5,7 +5,7 @@ Cases are the scored ones: the scores say which cases a run was judged on
 record when the run file holds it. Run files are found as
 ``RUNS/<model>/<system>.jsonl`` (our transcripts) or ``.json`` (the reference's
 result files); the folder name is the model, as in the workflow's layout.
-Records that carry no conversation (the rule agent's, the reference's) get the
+Records that carry no conversation (the reference's, an old rule-agent transcript's) get the
 system prompt and user turns rebuilt from the case when the benchmark data is
 at hand, marked as rebuilt.
 """

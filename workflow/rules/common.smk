@@ -138,7 +138,7 @@ BASE_DOWNLOADS = DOWNLOADS.bases
 
 def model_spec(model):
     """A configured model's settings as a mapping: its inline entry, or its model config file read."""
-    spec = STUDY.models.get(STUDY.configured(model))
+    spec = STUDY.model_entry(STUDY.configured(model))
     if isinstance(spec, str):
         with open(spec) as handle:
             spec = yaml.safe_load(handle)
@@ -175,7 +175,7 @@ def run_inputs(wildcards):
     if student:
         inputs["gguf"] = paths.quantized_gguf(*student)
         return inputs
-    entry = STUDY.models.get(STUDY.configured(wildcards.model))
+    entry = STUDY.model_entry(STUDY.configured(wildcards.model))
     if isinstance(entry, str):
         inputs["model"] = entry
     gguf = served_gguf(wildcards.model)
@@ -189,7 +189,7 @@ RUN_LOG = "logs/runs/{partition}/{model}/{system}"
 
 
 def run_command(wildcards, input, output):
-    """The command of one view: the rule agent in-process, else the model run into its work transcript.
+    """The command of one view: the model run into its work transcript, the view cut from it.
 
     `--set-aside`: a work transcript made under other settings (an edited model, which
     `run_settings` makes Snakemake rerun) is renamed aside, never deleted, and a new one begun.
@@ -198,19 +198,18 @@ def run_command(wildcards, input, output):
 
     The config's sample narrows the benchmark's views (its partition, and the held-out one
     Table 4 reads); any other is whole: the teachers' train view (traces need every train
-    case there is) and the errata table's all view. The rule agent's train view is its
-    teacher mode.
+    case there is) and the errata table's all view. The train view runs each model as it
+    teaches (`--teacher`: the scripted rule agent in its teacher mode, into a work transcript
+    of its own; any other model as itself).
     """
     w = wildcards
     sample = sample_flag() if w.partition in (BENCH_VIEW, HOLDOUT_VIEW) else ""
+    teacher = " --teacher" if w.partition == TEACHER_VIEW else ""
     common = f"{data_flag()} --system {w.system} --partition {w.partition} {sample} --split {input.split}"
-    if w.model == RULE_AGENT:
-        mode = "teacher" if w.partition == TEACHER_VIEW else "baseline"
-        return f"metrobench rule-agent {common} --mode {mode} --out {output}"
     return (
         f"metrobench bench {common} {config_flags()} {model_flags(w.model)} {gguf_flag(w, input)}"
         f" --work {paths.work_path(w.model, w.system)} --set-aside --rerun-changed --out {output}"
-        f" --server-log {RUN_LOG.format(**w)}.server.log{gpu_flag()}"
+        f" --server-log {RUN_LOG.format(**w)}.server.log{gpu_flag()}{teacher}"
     )
 
 
@@ -218,10 +217,9 @@ def run_settings(wildcards):
     """The settings fingerprint a run is made with (`ModelConfig.fingerprint`, what its work
     transcript records): a param Snakemake records and compares, so an edited max_tokens,
     max_rounds, temperature, ... reruns that model's runs. Wildcards only, never input or output
-    (a param derived from them is not compared); the rule agent has no settings."""
+    (a param derived from them is not compared). In the train view: the model as it
+    teaches (`--teacher`)."""
     w = wildcards
-    if w.model == RULE_AGENT:
-        return RULE_AGENT
     unknown = STUDY.unknown_model(w.model)
     if unknown:  # a misspelt model or a repeat beyond its count: no run to plan
         sys.exit(
@@ -242,7 +240,7 @@ def run_settings(wildcards):
         cfg = study_run_config(STUDY, repeat[0], repeat=repeat[1], **settings)
     except MetrobenchError as exc:
         sys.exit(f"metrobench: error: {exc}")
-    return cfg.fingerprint()
+    return (cfg.as_teacher() if w.partition == TEACHER_VIEW else cfg).fingerprint()
 
 
 def llama_cpp_flag():

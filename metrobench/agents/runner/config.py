@@ -35,7 +35,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from metrobench import layout
 from metrobench.credentials import env_name_problem, url_problem
@@ -44,10 +44,18 @@ from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import prompt_digest
 from metrobench.agents.runner.tool_parsing import ToolParser
 
-Provider = Literal["llama_cpp", "openai", "azure", "azure_responses", "mistral"]
+Provider = Literal["llama_cpp", "openai", "azure", "azure_responses", "mistral", "scripted"]
+#: Providers that answer in-process, with no endpoint, key or server, at no cost: ``scripted``, the
+#: rule agent's decision tree (:mod:`metrobench.agents.rule_agent`).
+IN_PROCESS = frozenset({"scripted"})
+#: A scripted model's modes (``mode``): ``baseline``, the reference's agent with its quirks; ``teacher``,
+#: the same decisions submitting what the kiosk accepts (:meth:`ModelConfig.as_teacher`).
+ScriptMode = Literal["baseline", "teacher"]
 
-#: Requests in flight per endpoint, as in the paper (2 local, 4 Mistral, 8 Azure).
-DEFAULT_CONCURRENCY = {"llama_cpp": 2, "openai": 8, "azure": 8, "azure_responses": 8, "mistral": 4}
+#: Requests in flight per endpoint, as in the paper (2 local, 4 Mistral, 8 Azure); a scripted model
+#: runs its cases one after the other (in-process, in the order the runner gives them).
+DEFAULT_CONCURRENCY = {"llama_cpp": 2, "openai": 8, "azure": 8, "azure_responses": 8, "mistral": 4,
+                       "scripted": 1}
 #: Providers whose requests take a sampling seed (the chat client sends it; Mistral's is ``random_seed``).
 SEEDED = frozenset({"llama_cpp", "openai", "azure", "mistral"})
 
@@ -55,6 +63,9 @@ SEEDED = frozenset({"llama_cpp", "openai", "azure", "mistral"})
 #: The most runs of one model (``repeats``): each is a full benchmark run and a Parquet view; the
 #: paper repeats a model at most 3 times. A bound keeps a typo (100000) from hanging the plan.
 MAX_REPEATS = 100
+#: A scripted model's round budget unless set: its longest case makes 36 tool calls (a long route in
+#: accessibility mode), one a round, and the reference's agent had no budget, so none may end a case.
+SCRIPTED_MAX_ROUNDS = 100
 
 class Serving(BaseModel):
     """A local llama.cpp server for the model (``metrobench bench`` starts and stops it)."""
@@ -146,6 +157,23 @@ class ModelConfig(BaseModel):
     # a single run is one of them, `repeat` (for_repeat). Neither shapes a request by itself.
     repeats: int = Field(1, ge=1, le=MAX_REPEATS)
     repeat: int = Field(1, ge=1)
+    # provider scripted only: the rule agent's mode (None: baseline, and teacher in the teacher view,
+    # as_teacher); a set mode is the model's in every view.
+    mode: ScriptMode | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scripted_budget(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and raw.get("provider") == "scripted" and raw.get("max_rounds") is None:
+            return {**raw, "max_rounds": SCRIPTED_MAX_ROUNDS}
+        return raw
+
+    @field_validator("mode")
+    @classmethod
+    def _scripted_mode(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("provider") != "scripted":
+            raise ValueError("mode is a setting of provider scripted (the rule agent) only")
+        return value
 
     @field_validator("base_url", "api_key_env")
     @classmethod
@@ -174,7 +202,23 @@ class ModelConfig(BaseModel):
             "thinking", "reasoning_effort", "tool_choice", "chat_template_kwargs", "extra_body", "max_rounds"})
         if self.repeat > 1:  # only then: a model's first run keeps the settings (and fingerprint) it had
             settings["repeat"] = self.repeat
+        if self.provider == "scripted":  # only then: every other model's fingerprint stays as it was
+            settings["mode"] = self.script_mode
         return settings
+
+    @property
+    def script_mode(self) -> ScriptMode:
+        """A scripted model's mode: as set, else ``baseline``."""
+        return self.mode or "baseline"
+
+    def as_teacher(self) -> ModelConfig:
+        """The model as it runs in the teacher view (``bench --teacher``): a scripted model with no
+        ``mode`` set runs in its ``teacher`` mode (the workflow's rule agent: baseline in the benchmark's
+        views, teacher in the train view, as its ``rule-agent --mode`` was chosen before); any other
+        model is itself, so its teacher runs and its benchmark runs share one work transcript."""
+        if self.provider == "scripted" and self.mode is None:
+            return self.model_copy(update={"mode": "teacher"})
+        return self
 
     def for_repeat(self, repeat: int) -> ModelConfig:
         """Run ``repeat`` of the model's ``repeats`` (the module docstring): its name, and its seed where sent."""
@@ -249,7 +293,7 @@ def study_run_config(study: Any, name: str, /, *, repeat: int = 1, gguf: str | N
     ``study`` is a :class:`metrobench.study.Study`; the workflow takes the settings fingerprint of
     its run jobs from here, so a settings edit changes a param Snakemake compares.
     """
-    entry = study.models.get(name)
+    entry = study.model_entry(name)
     if entry is None and gguf:
         entry = study.student_serving
     if entry is None:

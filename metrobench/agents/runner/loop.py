@@ -28,6 +28,13 @@ back as a tool error. Such calls are marked ``"parsed_from_text": true`` in
 ``tool_calls_made``, and the reply's verbatim text is kept in
 ``meta["text_tool_replies"]`` (the conversation holds the prose and the calls,
 each call once, as a parsing server would return them).
+
+A client may run its cases its own way by offering ``open_case(system, case, model)``,
+returning a :class:`CaseRun` whose hooks it overrides: :meth:`CaseRun.ask` (where a round's
+reply comes from), :meth:`CaseRun.call` (how a tool call is answered), :meth:`CaseRun.answers`
+(which tool answer is the case's answer) and :meth:`CaseRun.finish`. The scripted provider
+(:mod:`metrobench.agents.rule_agent`) does, to be the reference's baseline byte for byte; every
+other client is asked for replies with ``complete(messages, tools)`` in a plain :class:`CaseRun`.
 """
 
 from __future__ import annotations
@@ -40,9 +47,9 @@ from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
 from metrobench.agents.prompts import TOOLS, system_prompt, user_turns
 from metrobench.agents.runner.client import ChatClient, EndpointError, RunStopped
-from metrobench.agents.runner.replies import clean
+from metrobench.agents.runner.replies import ChatReply, clean
 from metrobench.agents.runner.tool_parsing import TextCall, ToolParser, apply_tool_parser
-from metrobench.kiosk.tools.dispatch import call_tool
+from metrobench.kiosk.tools.dispatch import ToolResponse, call_tool
 from metrobench.kiosk.tools.session import ToolSession
 from metrobench.transcripts.records import CaseRecord, mark_ending
 from metrobench.vocabulary import SUBMIT_TOOL
@@ -130,6 +137,18 @@ class CaseRun:
         mark_ending(record)
         return record
 
+    async def ask(self, client: Any) -> ChatReply:
+        """The model's next reply to the conversation so far."""
+        return await client.complete(self.messages, TOOLS)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> ToolResponse:
+        """One tool call, run in the case's session."""
+        return call_tool(self.session, name, arguments)
+
+    def answers(self, name: str, answer: ToolResponse) -> bool:
+        """Whether this tool answer makes the call's arguments the turn's answer: an accepted submission."""
+        return name == SUBMIT_TOOL and isinstance(answer.body, dict) and bool(answer.body.get("accepted"))
+
     def run_tool_calls(self, tool_calls: list[dict[str, Any]],
                        text_calls: list[TextCall] | None = None) -> dict[str, Any] | None:
         """Execute one message's calls in order; the last accepted submission's arguments, if any.
@@ -154,15 +173,15 @@ class CaseRun:
                          "error": problem}
                 content = json.dumps({"error": problem})
             else:
-                answer = call_tool(self.session, name, arguments)
+                answer = self.call(name, arguments)
                 if answer.ok:
                     entry = {"name": name, "arguments": arguments, "result": answer.body, "error": None}
                     content = json.dumps(answer.body)
-                    if name == SUBMIT_TOOL and isinstance(answer.body, dict) and answer.body.get("accepted"):
-                        accepted = arguments
                 else:
                     entry = {"name": name, "arguments": arguments, "result": None, "error": answer.text}
                     content = json.dumps({"error": answer.text})
+                if self.answers(name, answer):
+                    accepted = arguments
             if text_call is not None:
                 entry["parsed_from_text"] = True
             self.record.tool_calls_made.append(entry)
@@ -182,21 +201,22 @@ def take_reply(state: CaseRun, message: dict[str, Any], tool_parser: ToolParser,
     return parsed, text_calls
 
 
-async def run_case(client: ChatClient, system: SystemData, case: Case, *, model: str,
+async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, model: str,
                    max_rounds: int, tool_parser: ToolParser = "auto") -> CaseRecord:
     """Run one case to its end; every failure is recorded on the record, never raised.
 
     Except :class:`RunStopped`: another request stopped the run, and this case,
     cut short without a failure of its own, is not recorded (a rerun runs it).
     """
-    state = CaseRun(system, case, model)
+    open_case = getattr(client, "open_case", None)  # a client that runs its cases its own way
+    state: CaseRun = open_case(system, case, model) if open_case is not None else CaseRun(system, case, model)
     record = state.record
     start = time.perf_counter()
     empty_streak = 0
     accepted: dict[str, Any] | None = None
     try:
         for round_index in range(max_rounds):
-            reply = await client.complete(state.messages, TOOLS)
+            reply = await state.ask(client)
             state.model_ms += reply.elapsed_ms
             record.api_rounds += 1
             record.input_tokens += reply.prompt_tokens

@@ -43,7 +43,7 @@ from metrobench.data.root import SYSTEM_BY_PREFIX
 from metrobench.data.models import Case
 from metrobench.errors import MetrobenchError
 from metrobench.agents.runner.client import ChatClient, RunStopped
-from metrobench.agents.runner.config import ModelConfig
+from metrobench.agents.runner.config import IN_PROCESS, ModelConfig
 from metrobench.agents.runner.loop import run_case
 from metrobench.agents.serving_record import differences
 from metrobench.data.selection import Selection
@@ -283,8 +283,19 @@ class _Tally:
             self.first_failure = record.error
 
 
+def open_client(cfg: ModelConfig, base_url: str | None = None) -> ChatClient | Any:
+    """The run's client: the endpoint's (:class:`ChatClient`), or for ``provider: scripted`` the rule
+    agent's in-process one (:class:`~metrobench.agents.rule_agent.ScriptedClient`), which answers in
+    the same reply shape, so its cases are run, recorded and resumed as any model's."""
+    if cfg.provider == "scripted":
+        from metrobench.agents.rule_agent import ScriptedClient
+
+        return ScriptedClient(cfg)
+    return ChatClient(cfg, base_url=base_url)
+
+
 async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: TranscriptWriter,
-               client: ChatClient, progress: Progress, selection: dict[str, Any] | None,
+               client: ChatClient | Any, progress: Progress, selection: dict[str, Any] | None,
                serving: dict[str, Any] | None = None) -> _Tally:
     semaphore = asyncio.Semaphore(cfg.parallel)
     fingerprint = cfg.fingerprint()
@@ -331,11 +342,13 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
         done = prepare_resume(out, cfg, cases, restart=restart, system=system.name, serving=serving,
                               set_aside_changed=set_aside_changed, rerun_changed=rerun_changed,
                               stream=progress_stream)
-        todo = order_for_cache([c for c in cases if c.id not in done])
+        todo = [c for c in cases if c.id not in done]
+        if cfg.provider not in IN_PROCESS:  # in-process (scripted): no prompt cache, the selection's order
+            todo = order_for_cache(todo)
         start = time.perf_counter()
         tally, stopped = _Tally(), None
         if todo:
-            client = ChatClient(cfg, base_url=base_url)
+            client = open_client(cfg, base_url)
             progress = Progress(len(todo), f"{cfg.name}/{system.name}", progress_stream)
             with TranscriptWriter(out) as writer:
                 tally = asyncio.run(_run(cfg, system, todo, writer, client, progress,
