@@ -430,3 +430,13 @@ def test_cli_set_aside_says_where_the_old_transcript_went(root, tmp_path, capsys
     [aside] = [p for p in tmp_path.glob("d.*.jsonl")]
     assert f"set aside as {aside}" in said.out + said.err
     assert json.loads(aside.read_text())["meta"]["settings"]["max_tokens"] == 512
+
+
+def test_provider_flag_offers_every_provider_the_model_config_accepts():
+    """`--provider`'s choices are the model config's `Provider` (scripted included: the rule agent)."""
+    from typing import get_args
+
+    from metrobench.agents.runner.config import Provider
+    from metrobench.commands.common import PROVIDERS
+
+    assert PROVIDERS == get_args(Provider)

@@ -21,7 +21,7 @@ config that gives none gets that entry, :data:`BUILTIN_ENTRY`): :class:`Scripted
 answers each round of the runner's loop (:mod:`metrobench.agents.runner.loop`) as an
 endpoint would, an assistant message with one tool call, so ``metrobench bench`` runs,
 records, resumes and views it as any model, and its records hold their conversation
-(``messages``) like any other's. Tools run in-process (:func:`metrobench.kiosk.tools.call_tool`):
+(``messages``) like any other's. Tools run in-process (:func:`metrobench.kiosk.tools.dispatch.call_tool`):
 no server, no ports, and one process scores the whole benchmark in seconds. What the
 reference did otherwise lives in :class:`ScriptedCase`, the loop's hooks overridden: one
 user message of all the events, its two tool sessions, errors kept to 200 characters, and

@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING
 
 from metrobench.errors import MetrobenchError
 
+#: ``--provider``'s choices: the model config's ``Provider`` (not imported here, to keep the parser
+#: cheap; tests/test_runner.py holds the two equal).
+PROVIDERS = ("llama_cpp", "openai", "azure", "azure_responses", "mistral", "scripted")
+
 if TYPE_CHECKING:
     from metrobench.data import Benchmark
     from metrobench.data.models import Case
@@ -270,7 +274,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model name (paths, tables)")
     p.add_argument("--repeat", type=at_least_one,
                    help="run I of the model's `repeats`: named <model>-repI, its own sampling seed (1: the model)")
-    p.add_argument("--provider", choices=("llama_cpp", "openai", "azure", "azure_responses", "mistral"))
+    p.add_argument("--provider", choices=PROVIDERS)
     p.add_argument("--base-url", type=http_url, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1")
     p.add_argument("--api-key-env", type=env_name, help="environment variable holding the API key")
     p.add_argument("--temperature", type=_non_negative)
