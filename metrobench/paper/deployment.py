@@ -149,9 +149,9 @@ def gguf_bytes(config: StudyConfig, results: Path, model: str, served: str | Non
     student = layout.student_of(config.seeds(), model)
     if student is None:
         return None
-    from metrobench.paper.tables import _gguf_size
+    from metrobench.paper.tables import gguf_size
 
-    return _gguf_size(results, *student)
+    return gguf_size(Path(layout.gguf_sizes(*student, str(results))))
 
 
 def local_columns(config: StudyConfig, results: Path, runs: dict[str, list[CaseRecord]]) -> dict[str, Any]:
@@ -267,11 +267,15 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[bool]:
 
 def tier1_interval(cases: Cases, config: StudyConfig, model: str) -> tuple[float, float, float]:
     """Held-out Tier 1 (mean of system means; a group's seeds averaged per case) and its 95% interval."""
-    from metrobench.paper.tables import _per_case
+    from metrobench.paper.inputs import Model
+    from metrobench.paper.tables import per_case
     from metrobench.stats.bootstrap import bootstrap_stratified
 
+    seeds = layout.members(config.seeds(), [model])
+    runs = Model(model, tuple(seeds), tuple(tuple(layout.repeat_name(s, i) for s in seeds)
+                                             for i in range(1, config.repeats.get(model, 1) + 1)))
     groups: dict[str, list[float]] = {}
-    for case_id, value in _per_case(cases, config, model, "holdout", "tier1").items():
+    for case_id, value in per_case(cases, runs, "holdout", "tier1").items():
         groups.setdefault(case_id.split("-")[0], []).append(value)
     interval = bootstrap_stratified(list(groups.values()), n_resamples=config.stats.n_resamples,
                                     seed=config.stats.seed)
