@@ -25,11 +25,11 @@ import pandas as pd
 from metrobench import layout
 from metrobench.paper import deployment, figures, serving_tables
 from metrobench.paper import tables as T
-from metrobench.paper.inputs import Cell, Model, Resampling, Row, Seed, Student
+from metrobench.paper.inputs import Cell, Footprint, Model, Resampling, Row, Seed, Student
 
 if TYPE_CHECKING:
     from metrobench.stats.cases import Cases
-    from metrobench.study import StudyConfig
+    from metrobench.study import Price, StudyConfig
 
 #: The view the held-out tables read (its scores Tier 1 only: no judge key needed).
 HOLDOUT_VIEW = "holdout"
@@ -106,6 +106,41 @@ class Sources:
 
     def composition(self) -> Path:
         return Path(layout.teacher_composition(str(self.results)))
+
+    def judge_cache(self) -> Path:
+        return deployment.judge_cache_path(self.scores)
+
+    def prices(self) -> dict[str, Price]:
+        return dict(self.config.prices)
+
+    def footprints(self) -> dict[str, Footprint]:
+        """Per model of the leaderboard's non-reference rows (a group: its seeds), the GGUF it is
+        served from and, for a student, its ``gguf_sizes.json`` (the deployment table's local rows)."""
+        models = layout.members(self.config.seeds(), [r.model for r in self.config.leaderboard if not r.reference])
+        return {model: self._footprint(model) for model in models}
+
+    def _footprint(self, model: str) -> Footprint:
+        student = layout.student_of(self.config.seeds(), model)
+        if student is not None:
+            root = str(self.results)
+            return Footprint(Path(layout.quantized_gguf(*student, root=root)),
+                             Path(layout.gguf_sizes(*student, root)))
+        return Footprint(_served_file(self.config, model))
+
+
+def _served_file(study: StudyConfig, model: str) -> Path | None:
+    """The GGUF a configured model is served from, as its model config names it (None: unknown)."""
+    from metrobench.agents.runner.config import ModelConfig, load_model_config
+    from metrobench.agents.serving import model_file
+    from metrobench.errors import MetrobenchError
+
+    entry = study.models.get(study.configured(model))
+    try:
+        cfg = load_model_config(entry) if isinstance(entry, str) else \
+            ModelConfig.model_validate({"name": model, **(entry or {})})
+        return model_file(cfg) if cfg.serving else None
+    except (MetrobenchError, OSError, ValueError):
+        return None
 
 
 def _none(study: StudyConfig) -> list[str]:
@@ -212,8 +247,10 @@ TABLES: dict[str, Table] = {t.name: t for t in [
           scores=lambda study: study.members(list(study.repeats)),
           runs=lambda study: study.members(list(study.repeats))),
     # What each row costs, from its runs (the judge's rows from the judge cache, when there).
-    Table("deployment", lambda s: deployment.deployment(s.config, s.results, s.scores), runs=_deployment),
-    Table("quality_cost", lambda s: deployment.quality_cost(s.cases(), s.config, s.results),
+    Table("deployment", lambda s: deployment.deployment(s.leaderboard(), s.runs(), s.footprints(), s.prices(),
+                                                        s.judge_cache()), runs=_deployment),
+    Table("quality_cost", lambda s: deployment.quality_cost(s.cases(), s.leaderboard(), s.runs(), s.footprints(),
+                                                            s.prices(), s.resampling()),
           scores=_deployment, runs=_deployment, tier1=True),
 ]}
 
