@@ -237,8 +237,8 @@ TABLES: dict[str, Table] = {t.name: t for t in [
     Table("protocol", lambda s: T.protocol(s.runs(), [r for m in _bootstrapped(s) for r in m.runs]),
           scores=_bootstrap, runs=_bootstrap),
     # Tables 5 and 6 are read from the runs' recorded settings and serving, not the config.
-    Table("table5", lambda s: serving_tables.table5(s.config, s.results), runs=_served),
-    Table("table6", lambda s: serving_tables.table6(s.config, s.results), runs=_served),
+    Table("table5", lambda s: serving_tables.table5(s.leaderboard(), s.cells(), s.runs()), runs=_served),
+    Table("table6", lambda s: serving_tables.table6(s.leaderboard(), s.cells(), s.runs()), runs=_served),
     Table("categories", lambda s: T.category_matrix(s.cases(), s.stats_models(s.config.stats.category_models),
                                                     "holdout"),
           scores=lambda study: study.members(study.stats_models(study.stats.category_models))),
