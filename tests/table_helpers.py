@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from metrobench.paper.inputs import Printed
 from metrobench.paper.registry import TABLES, Sources
 from metrobench.stats.cases import Cases
 from metrobench.study import StudyConfig
@@ -26,3 +27,8 @@ def built(name: str, config: StudyConfig, cases: Cases | None = None, results: P
           scores: Path | str = "scores") -> pd.DataFrame:
     """Table ``name``'s frame as its registry declaration builds it (Skip when it cannot)."""
     return TABLES[name].build(sources(config, cases, results, scores))
+
+
+def printed(config: StudyConfig, name: str) -> Printed:
+    """What table ``name``'s Markdown prints with (labels, Table 2's rule, its note), as resolved for it."""
+    return sources(config).printed(name)

@@ -26,7 +26,7 @@ from metrobench.scoring.store import SCHEMA
 from metrobench.stats.cases import Cases, load_case_scores
 from metrobench.paper.tables import Skip
 from metrobench.study import StudyConfig, load_study
-from table_helpers import built
+from table_helpers import built, printed
 
 HOLDOUT = ("MARTA-A-001", "MARTA-B-001", "BART-A-001", "BART-C-001")
 TRAIN = "MARTA-C-001"
@@ -437,7 +437,7 @@ def test_table2_ranks_the_paper_config_exactly_as_the_paper(paper_cases):
     assert frame["model"].iloc[25:].tolist() == ["Llama 3.1-8B", "Gemma 4 E4B", "Gemma 4 E2B", "Rule-based baseline"]
     assert frame["reference"].tolist() == [False] * 28 + [True]
     assert frame.iloc[-1][["composite", "tier1", "normal_endings_pct", "ranked"]].tolist() == [77.1, 84.6, 100.0, False]
-    lines = markdown("table2", frame, config).splitlines()
+    lines = markdown("table2", frame, printed(config, "table2")).splitlines()
     assert lines[0] == "| Rank | Model | Licence | Vendor | Comp. | Tier 1 |"
     assert [line.split(" | ")[:2] for line in lines[2:27]] == [[f"| {r}", label] for r, label, _, _ in PAPER_TABLE2]
     assert lines[2] == "| 1 | Muse Glimmer 30B | Apache 2.0 | Meta | 92.03 | 92.75 |"
@@ -561,11 +561,11 @@ def test_metrobench_tables_writes_each_table_md_with_the_papers_header(paper_res
 def test_table9_and_10_markdown_print_mean_and_interval(cases):
     config = study(students=STUDENTS, stats=STATS, leaderboard=[{"model": "m1", "label": "Model one"}])
     both = built("table9", config, cases)
-    assert markdown("table9", holdout(both), config).splitlines()[2:4] == [
+    assert markdown("table9", holdout(both), printed(config, "table9")).splitlines()[2:4] == [
         "| Model one | 75.00 [65.00, 85.00] | 87.50 [82.50, 92.50] |",
         "| small-peft | 75.00 [65.00, 85.00] | 37.50 [32.50, 42.50] |"]
-    assert "| Model one | 75.00 [65.00, 85.00]" not in markdown("table9", both, config)  # full rows only
-    lines = markdown("table10", built("table10", config, cases), config).splitlines()
+    assert "| Model one | 75.00 [65.00, 85.00]" not in markdown("table9", both, printed(config, "table9"))  # full
+    lines = markdown("table10", built("table10", config, cases), printed(config, "table10")).splitlines()
     assert lines[2] == "| small-peft vs m2 | −25.00 [−35.00, −15.00] | −9.00 [−32.00, +25.00] | −4.50 [−16.00, +12.50] |"
     assert lines[3].startswith("| Model one vs m2 | −25.00 [−35.00, −15.00] |")
 
@@ -599,8 +599,10 @@ def test_a_configured_note_is_printed_under_its_markdown_table_and_the_demo_says
 
     config = study(report={"notes": {"protocol": "A miniature: read with care."}})
     frame = pd.DataFrame({"model": ["m"], "cases": [3]})
-    assert markdown("protocol", frame, config) == "| model | cases |\n|---|---|\n| m | 3 |\n\nA miniature: read with care.\n"
-    assert markdown("protocol", frame, study()).endswith("| m | 3 |\n")
+    assert markdown("protocol", frame, printed(config, "protocol")) == \
+        "| model | cases |\n|---|---|\n| m | 3 |\n\nA miniature: read with care.\n"
+    assert markdown("protocol", frame, printed(study(), "protocol")).endswith("| m | 3 |\n")
+    assert printed(config, "table2").note is None    # a note is its own table's only
     demo = load_study([CONFIG.parent / "demo.yaml"]).report.notes
     assert demo["table4"] == demo["table10"]
     assert "not whether distillation works" in demo["table10"] and "`make mini-study`" in demo["table10"]

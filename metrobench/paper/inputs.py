@@ -6,13 +6,14 @@ names (a student group expanded to its seeds, a model with ``repeats: k`` to its
 the files it reads and the settings it prints with, into the values below, and calls the
 builder with them. So a builder's signature says what it reads, and it reads nothing else:
 no builder knows how a student is named, where a seed's files lie or which config key
-holds a setting. Everything here is frozen and hashable, so a resolved input cannot be
-changed by the table it is handed to.
+holds a setting. Everything here is frozen, so a resolved input cannot be changed by the
+table it is handed to.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -36,7 +37,7 @@ class Model:
 
     @property
     def runs(self) -> tuple[str, ...]:
-        """Every run of the model: each seed's repeats in turn (the order of ``StudyConfig.members``)."""
+        """Every run of the model: each seed's repeats in turn (the order the study config expands them in)."""
         return tuple(repeat[i] for i in range(len(self.seeds)) for repeat in self.by_repeat)
 
 
@@ -102,3 +103,15 @@ class Footprint:
 
     gguf: Path | None
     sizes: Path | None = None
+
+
+@dataclass(frozen=True)
+class Printed:
+    """What a table's Markdown takes from the study (:mod:`metrobench.paper.markdown`): the
+    leaderboard's labels by model (Tables 9, 10 and the run-to-run table name models as Table 2
+    does), Table 2's termination rule (``min_normal_endings``, a share; None: said in words) and
+    the note printed under the table (``report.notes``; None: none)."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    min_normal_endings: float | None = None
+    note: str | None = None

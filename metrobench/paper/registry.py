@@ -25,7 +25,7 @@ import pandas as pd
 from metrobench import layout
 from metrobench.paper import deployment, figures, serving_tables
 from metrobench.paper import tables as T
-from metrobench.paper.inputs import Cell, Footprint, Model, Resampling, Row, Seed, Student
+from metrobench.paper.inputs import Cell, Footprint, Model, Printed, Resampling, Row, Seed, Student
 
 if TYPE_CHECKING:
     from metrobench.stats.cases import Cases
@@ -107,6 +107,11 @@ class Sources:
     def composition(self) -> Path:
         return Path(layout.teacher_composition(str(self.results)))
 
+    def printed(self, name: str) -> Printed:
+        """What table ``name``'s Markdown prints with: the leaderboard's labels, Table 2's rule, its note."""
+        return Printed({row.model: row.label for row in self.config.leaderboard if row.label},
+                       self.config.termination.min_normal_endings, self.config.report.notes.get(name))
+
     def judge_cache(self) -> Path:
         return deployment.judge_cache_path(self.scores)
 
@@ -170,9 +175,9 @@ class Figure:
 
     name: str
     table: str
-    draw: Callable[[dict[str, pd.DataFrame], StudyConfig, Path], None]
+    draw: Callable[[dict[str, pd.DataFrame], Sources, Path], None]
     #: why the frame cannot be drawn, or None (e.g. the baseline has no scores)
-    check: Callable[[dict[str, pd.DataFrame], StudyConfig], str | None] = lambda frames, study: None
+    check: Callable[[dict[str, pd.DataFrame], Sources], str | None] = lambda frames, sources: None
 
 
 # --- the models each table reads -------------------------------------------------------------
@@ -255,19 +260,20 @@ TABLES: dict[str, Table] = {t.name: t for t in [
 ]}
 
 
-def _baseline_missing(frames: dict[str, pd.DataFrame], study: StudyConfig) -> str | None:
-    return None if study.stats.baseline in set(frames["categories"]["model"]) else "no scores for the baseline"
+def _baseline_missing(frames: dict[str, pd.DataFrame], sources: Sources) -> str | None:
+    baseline = sources.config.stats.baseline
+    return None if baseline in set(frames["categories"]["model"]) else "no scores for the baseline"
 
 
 FIGURES: dict[str, Figure] = {f.name: f for f in [
-    Figure("figure2", "table2", lambda frames, study, path: figures.figure2(frames["table2"], path)),
-    Figure("figure3", "categories", lambda frames, study, path: figures.figure3(frames["categories"], path)),
+    Figure("figure2", "table2", lambda frames, s, path: figures.figure2(frames["table2"], path)),
+    Figure("figure3", "categories", lambda frames, s, path: figures.figure3(frames["categories"], path)),
     Figure("figure4", "categories",
-           lambda frames, study, path: figures.figure4(frames["categories"], study.stats.baseline, path),
+           lambda frames, s, path: figures.figure4(frames["categories"], s.config.stats.baseline, path),
            check=_baseline_missing),
-    Figure("figure5", "table4", lambda frames, study, path: figures.figure5(frames["table4"], path)),
+    Figure("figure5", "table4", lambda frames, s, path: figures.figure5(frames["table4"], path)),
     Figure("figure-deployment", "quality_cost",
-           lambda frames, study, path: figures.figure_deployment(frames["quality_cost"], path)),
+           lambda frames, s, path: figures.figure_deployment(frames["quality_cost"], path)),
 ]}
 
 

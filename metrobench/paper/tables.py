@@ -45,8 +45,7 @@ from metrobench.stats.cases import Cases
 from metrobench.vocabulary import CATEGORIES, WHOLE_IN_REPORTS
 
 if TYPE_CHECKING:
-    from metrobench.paper.inputs import Cell, Model, Resampling, Row, Seed, Student
-    from metrobench.study import StudyConfig
+    from metrobench.paper.inputs import Cell, Model, Printed, Resampling, Row, Seed, Student
 
 
 class Skip(Exception):
@@ -402,13 +401,13 @@ def to_markdown(frame: pd.DataFrame) -> str:
     return grid(list(frame.columns), frame.itertuples(index=False))
 
 
-def write_table(frame: pd.DataFrame, path: Path, name: str | None = None,
-                config: StudyConfig | None = None) -> None:
+def write_table(frame: pd.DataFrame, path: Path, name: str | None = None, printed: Printed | None = None) -> None:
     """The frame as CSV at ``path`` (every column, machine-readable) and Markdown beside it.
 
     ``name`` (``table2`` ...): the Markdown is the paper's table as published
-    (:mod:`metrobench.paper.markdown`); otherwise it is the CSV's columns.
+    (:mod:`metrobench.paper.markdown`), with ``printed``'s labels and note; otherwise it is the
+    CSV's columns.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False, lineterminator="\n")
-    path.with_suffix(".md").write_text(markdown(name, frame, config) if name else to_markdown(frame))
+    path.with_suffix(".md").write_text(markdown(name, frame, printed) if name else to_markdown(frame))
