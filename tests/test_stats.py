@@ -127,3 +127,23 @@ def test_rule_baseline_interval_and_category_profile(baseline_cases):
     assert cats["K"] == 76.1
     with pytest.raises(Skip, match="no model benchmarked"):   # nothing listed, nothing benchmarked
         built("table9", StudyConfig(), baseline_cases)
+
+
+def test_stats_bootstrap_gives_every_scored_run_without_a_study_config(tmp_path, root):
+    """`metrobench stats bootstrap` names no models: each run in the scores folder is one row pair
+    (it raised Table 9's "no model benchmarked" Skip, a traceback, before the builders took models)."""
+    import pandas as pd
+
+    scores = tmp_path / "scores"
+    for model in ("rule-agent", "rule-agent-teacher"):
+        run = tmp_path / "runs" / model / "marta.jsonl"
+        assert main(["rule-agent", "--data", str(root), "--system", "marta", "--model", model,
+                     "--out", str(run)]) == 0
+        assert main(["score", "--data", str(root), "--run", str(run), "--out", str(scores)]) == 0
+    out = tmp_path / "bootstrap.csv"
+    assert main(["stats", "bootstrap", "--scores", str(scores), "--n-resamples", "100", "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert frame[["model", "statistic"]].values.tolist() == [
+        ["rule-agent", "pooled"], ["rule-agent", "headline"],
+        ["rule-agent-teacher", "pooled"], ["rule-agent-teacher", "headline"]]
+    assert set(frame["partition"]) == {"holdout"} and (frame["tier1_lo"] <= frame["tier1"]).all()

@@ -9,8 +9,13 @@ Two readers, one declaration (in the manner of :mod:`metrobench.scoring.registry
 
 A table's models are resolved from the study config here (configured names, student groups
 expanded to their seeds and repeated models to their runs: ``StudyConfig.members``), so "every
-benchmarked model" and "Table 9's models" mean the same files on both sides. Adding a table
-is one :class:`Table` entry and one builder.
+benchmarked model" and "Table 9's models" mean the same files on both sides. This module is
+the only one of the paper layer that reads the study config or :mod:`metrobench.layout` for a
+table: :class:`Sources` resolves what a declaration hands its builder into the plain values
+of :mod:`metrobench.paper.inputs` (models with their runs, the leaderboard's rows, student
+sizes with their seeds' files, the runs folder, prices, the bootstrap's settings, what the
+Markdown prints with), so a builder's signature is what it reads. Adding a table is one
+:class:`Table` entry and one builder.
 """
 
 from __future__ import annotations
