@@ -26,7 +26,7 @@ from metrobench.scoring.store import SCHEMA
 from metrobench.stats.cases import Cases, load_case_scores
 from metrobench.paper.tables import Skip
 from metrobench.study import StudyConfig, load_study
-from table_helpers import built, printed
+from table_helpers import built, printed, sources
 
 HOLDOUT = ("MARTA-A-001", "MARTA-B-001", "BART-A-001", "BART-C-001")
 TRAIN = "MARTA-C-001"
@@ -681,3 +681,31 @@ def test_the_registry_names_what_each_table_reads_once_for_the_workflow_and_the_
     assert models == set(demo.members(demo.stats.bootstrap_models))
     assert len(registry.inputs(demo, "table9")) == 6 * len(models)
     assert set(registry.FIGURES[f].table for f in registry.FIGURES) <= set(registry.TABLES)
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "demo.yaml"])
+def test_the_models_a_builder_is_given_are_the_runs_the_workflow_reads(config):
+    """Issue 42: the registry resolves a builder's models from the same config the rules' inputs come
+    from; on the paper and demo configs, the runs of the one are the scores of the other."""
+    from metrobench.paper import registry
+
+    study = load_study([CONFIG.parent / config])
+    given = sources(study)
+
+    def runs(models) -> list[str]:
+        return [r for m in models for r in m.runs]
+
+    def reads(name: str) -> list[str]:
+        return registry.TABLES[name].scores(study)
+
+    assert runs(row.model for row in given.leaderboard()) == reads("table2")
+    assert runs(given.stats_models(study.stats.bootstrap_models)) == reads("table9") == reads("protocol")
+    assert runs(given.stats_models(study.stats.category_models)) == reads("categories")
+    assert runs(m for pair in given.comparisons() for m in pair) == reads("table10")
+    assert runs(given.repeated()) == reads("repeats")
+    assert [c.model for c in given.cells()] == reads("table3")
+    students = given.students()
+    assert [s.model for st in students for s in st.seeds] == registry._students(study)
+    assert {str(s.gguf_sizes) for st in students for s in st.seeds} == {
+        p for p in registry.inputs(study, "table4") if p.endswith("gguf_sizes.json")}
+    assert runs(row.model for row in given.leaderboard() if not row.reference) == registry._deployment(study)
