@@ -171,24 +171,26 @@ def test_figure5_plots_each_sizes_gain_against_its_base(cases, results, monkeypa
 
 
 def test_table8_is_the_training_cost_per_size(results):
+    def table8():
+        return built("table8", study(students=SWEEP), results=results)
+
     # the seeds' LoRA dtypes differ here (one bf16 run): both are shown; "small" is no paper size
     expected = pd.DataFrame([{"size": "small", "max_seq": 2048, "minutes_per_seed": 12.5,
                               "adapter_bytes": 150, "adapter_params": 25, "adapter_dtypes": "bfloat16+float32",
                               "paper_adapter_bytes": None, "q4_k_m_gguf_bytes": 1000,
                               "gguf_llama_cpp": "b8642 (commit 1a2b3c4d5e6f)", "seeds": 2}])
-    pd.testing.assert_frame_equal(built("table8", study(students=SWEEP), results=results), expected)  # tiny: not trained
+    pd.testing.assert_frame_equal(table8(), expected)  # tiny: not trained
     (results / "peft" / "small" / "seed43" / "adapter" / "train_metrics.json").unlink()
     columns = ["minutes_per_seed", "adapter_bytes", "adapter_dtypes", "seeds"]
-    assert built("table8", study(students=SWEEP), results=results)[columns].values.tolist() == [[10.0, 100, "float32", 1]]
+    assert table8()[columns].values.tolist() == [[10.0, 100, "float32", 1]]
     # a run from before the adapter's parameters and dtypes were recorded: blank, never a guess
     _write_json(results / "peft" / "small" / "seed42" / "adapter" / "train_metrics.json",
                 {"recipe": {"max_length": 2048}, "wall_s": 600.0, "adapter_bytes": 100})
-    assert built("table8", study(students=SWEEP), results=results)[["adapter_params", "adapter_dtypes"]].values.tolist() \
-        == [[None, None]]
+    assert table8()[["adapter_params", "adapter_dtypes"]].values.tolist() == [[None, None]]
     # GGUFs quantised before the llama.cpp was recorded: blank
     for seed in (42, 43):
         _write_json(results / "peft" / "small" / f"seed{seed}" / "gguf_sizes.json", {"model-Q4_K_M.gguf": 1000})
-    assert built("table8", study(students=SWEEP), results=results)["gguf_llama_cpp"].tolist() == [None]
+    assert table8()["gguf_llama_cpp"].tolist() == [None]
     with pytest.raises(Skip, match=r"table8: no training metrics \(tiny/seed42\)"):
         built("table8", study(students={"tiny": SWEEP["tiny"]}), results=results)
     with pytest.raises(Skip, match=r"no students"):
@@ -263,7 +265,7 @@ def test_protocol_table_from_real_rule_agent_transcripts(root, tmp_path):
     board = study(leaderboard=[{"model": "rule-agent-teacher"}, {"model": "rule-agent"}])
     assert list(built("protocol", board, results=tmp_path)["model"]) == ["rule-agent-teacher", "rule-agent"]
     with pytest.raises(Skip, match="protocol: no transcripts .* for any model"):
-        built("protocol", study(), results=tmp_path)         # nothing benchmarked: not every folder that happens to be there
+        built("protocol", study(), results=tmp_path)   # nothing benchmarked: not every folder that happens to be there
     with pytest.raises(Skip, match="protocol: no transcripts .* for ghost"):
         built("protocol", study(stats={"bootstrap_models": ["rule-agent", "ghost"]}), results=tmp_path)
 

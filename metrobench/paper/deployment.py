@@ -13,7 +13,8 @@ which a rerun redoes), read from the records, never from the config:
   ``llama_cpp``): ``gguf_bytes``, the size on disk of the served file (a student's Q4_K_M
   GGUF, else the model config's ``serving.gguf`` or packaged GGUF: the registry resolves it,
   :class:`~metrobench.paper.inputs.Footprint`), taken only when its name is the one the
-  records' serving record names, else the student's ``gguf_sizes.json``; ``served_on`` (``gpu`` when layers were offloaded, else ``cpu``) and
+  records' serving record names, else the student's ``gguf_sizes.json``; ``served_on``
+  (``gpu`` when layers were offloaded, else ``cpu``) and
   ``gpu_s_per_case``: the server's seconds per case, the mean of ``meta.model_ms`` over its
   slots (``serving.parallel``) — the device time a case holds when the slots are kept busy
   (on a CPU-only server, its cores' time);
