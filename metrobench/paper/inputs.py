@@ -1,7 +1,7 @@
 """What a paper table reads, as plain values: the builders' side of the table registry.
 
 The registry (:mod:`metrobench.paper.registry`) is the one place that reads the study
-config and :mod:`metrobench.layout` for a table: it resolves, once, the models a table
+config and :mod:`metrobench.layout` for a table: it resolves the models a table
 names (a student group expanded to its seeds, a model with ``repeats: k`` to its k runs),
 the files it reads and the settings it prints with, into the values below, and calls the
 builder with them. So a builder's signature says what it reads, and it reads nothing else:
