@@ -23,8 +23,8 @@ from metrobench.data.partition import load_split
 from metrobench.scoring.scorer import CaseScore, ComponentScore, applicable
 from metrobench.scoring.store import read_scores, write_scores
 from metrobench.stats.cases import load_case_scores
+from metrobench.paper.inputs import Model, Resampling
 from metrobench.paper.tables import category_matrix, table9, table10
-from metrobench.study import StudyConfig
 
 
 def main() -> None:
@@ -49,18 +49,18 @@ def main() -> None:
                     rows += len(comps)
                     scores.append(CaseScore(case.id, case.category, comps))
                 write_scores(Path(tmp), model, system, scores, split)
-        config = StudyConfig.model_validate({"stats": {
-            "n_resamples": 5000, "seed": 42, "bootstrap_models": models,
-            "comparisons": [[models[i], models[i + 1]] for i in range(4)]}})
+        resampling = Resampling(n_resamples=5000, seed=42)
+        each = [Model.single(m) for m in models]
+        pairs = [(each[i], each[i + 1]) for i in range(4)]
         start = time.perf_counter()
         table = read_scores(Path(tmp))
         read = time.perf_counter()
         cases = load_case_scores(table)
         loaded = time.perf_counter()
-        t9 = [table9(cases, config, p) for p in ("full", "holdout")]
+        t9 = [table9(cases, each, resampling, p) for p in ("full", "holdout")]
         booted = time.perf_counter()
-        t10 = table10(cases, config)
-        cats = category_matrix(cases, StudyConfig.model_validate({"stats": {"category_models": models}}))
+        t10 = table10(cases, pairs, resampling)
+        cats = category_matrix(cases, each)
         end = time.perf_counter()
     print(f"{len(models)} models, {table.num_rows:,} component rows ({rows:,} written), "
           f"{len(cases.case_id):,} model-cases")

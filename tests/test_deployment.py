@@ -11,7 +11,7 @@ import pytest
 
 from metrobench import layout
 from metrobench.paper import figures
-from metrobench.paper.deployment import COLUMNS, case_cost, deployment, pareto_front, quality_cost
+from metrobench.paper.deployment import COLUMNS, case_cost, deployment, pareto_front
 from metrobench.paper.report import build_tables
 from metrobench.paper.tables import Skip
 from metrobench.scoring.judge import AnthropicBackend, Judge, JudgeCache
@@ -21,6 +21,7 @@ from metrobench.stats.cases import load_case_scores
 from metrobench.study import Price, StudyConfig
 from metrobench.transcripts.records import CaseRecord, write_transcript
 from metrobench.standins.messages_api import FakeMessagesAPI
+from table_helpers import built, sources
 
 LOCAL_SERVING = {"gguf": "m.gguf", "gguf_sha256": "ab" * 32, "parallel": 2, "n_gpu_layers": 99}
 STUDENT_SERVING = {"gguf": layout.QUANTIZED_GGUF, "parallel": 1, "n_gpu_layers": 0}
@@ -95,7 +96,7 @@ def judge_cache(scores: Path) -> None:
 def test_every_column_from_the_transcripts_and_the_judge_apart(tmp_path, results):
     scores = results / "scores"
     judge_cache(scores)
-    frame = deployment(config(tmp_path), results, scores)
+    frame = built("deployment", config(tmp_path), results=results, scores=scores)
     assert list(frame.columns) == list(COLUMNS)
     rows = {row["model"]: row for row in frame.to_dict("records")}
     assert list(rows) == ["Local", "api", "free", "Tiny + PEFT", "claude-judge-1"]  # no reference row
@@ -149,12 +150,14 @@ def test_cost_arithmetic_and_a_served_file_that_is_not_the_recorded_one(tmp_path
     (tmp_path / "other.gguf").write_bytes(b"\0" * 7)
     served = {"provider": "llama_cpp", "serving": {"gguf": str(tmp_path / "other.gguf")}}
     moved = config(tmp_path, models={"loc": served, "api": {"provider": "openai"}, "free": {"provider": "mistral"}})
-    frame = deployment(moved, results)
+    given = sources(moved, results=results)
+    assert given.footprints()["loc"].gguf == tmp_path / "other.gguf"
+    frame = deployment(given.leaderboard(), given.runs(), given.footprints(), given.prices())
     local = frame[frame["model"] == "Local"].iloc[0]
     assert local["gguf_bytes"] is pd.NA and local["gpu_s_per_case"] == 1.4
-    assert set(frame["kind"]) == {"local", "hosted"}  # no scores folder given: no judge rows
+    assert set(frame["kind"]) == {"local", "hosted"}  # no judge cache given: no judge rows
     with pytest.raises(Skip, match="deployment: no runs for nothing-ran"):
-        deployment(config(tmp_path, leaderboard=[{"model": "nothing-ran"}]), results)
+        built("deployment", config(tmp_path, leaderboard=[{"model": "nothing-ran"}]), results=results)
 
 
 def test_the_judge_keeps_the_tokens_its_endpoint_billed(tmp_path, monkeypatch):
@@ -194,7 +197,7 @@ def test_pareto_front_is_the_undominated_points():
 
 
 def test_quality_against_cost_and_its_figure(tmp_path, results, monkeypatch):
-    frame = quality_cost(load_case_scores(scores_table()), config(tmp_path), results)
+    frame = built("quality_cost", config(tmp_path), load_case_scores(scores_table()), results)
     got = frame.drop(columns=["tier1_lo", "tier1_hi"]).astype(object).where(frame.notna(), None)
     assert got.values.tolist() == [
         ["Local", "local", 50.0, 1234, None, True],

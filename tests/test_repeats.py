@@ -26,13 +26,13 @@ from conftest import workflow_copy
 from metrobench import layout
 from metrobench.cli import main
 from metrobench.paper.report import build_tables
-from metrobench.paper.tables import table9
 from metrobench.scoring.store import SCHEMA, read_scores
 from metrobench.stats.bootstrap import bootstrap, bootstrap_stratified, paired_bootstrap
 from metrobench.stats.cases import load_case_scores
 from metrobench.study import StudyConfig
 from metrobench.transcripts.records import CaseRecord, read_run, write_transcript
 from metrobench.standins.openai_api import FakeOpenAI, chat_payload
+from table_helpers import built
 
 REPO = Path(__file__).resolve().parents[1]
 HOLDOUT = ("MARTA-A-001", "MARTA-B-001", "BART-A-001", "BART-C-001")
@@ -172,7 +172,8 @@ def test_table9_resamples_a_repeated_models_runs(tmp_path):
     results = tmp_path / "results"
     scores = write_results(results)
     cases = load_case_scores(read_scores(scores))
-    frame = table9(cases, study(stats={"bootstrap_models": ["m"], "n_resamples": 2000}), "full")
+    frame = built("table9", study(stats={"bootstrap_models": ["m"], "n_resamples": 2000}), cases)
+    frame = frame[frame["partition"] == "full"]
     pooled = frame[frame["statistic"] == "pooled"].iloc[0]
     # the per-case means of m's runs over the five cases, cases resampled alone
     means = [80.0, 200 / 3, 100.0, 140 / 3, 160 / 3]

@@ -9,10 +9,10 @@ import pytest
 from metrobench import layout
 from metrobench.agents.runner.config import study_model_config
 from metrobench.errors import MetrobenchError
-from metrobench.paper.serving_tables import table5, table6
 from metrobench.paper.tables import Skip
 from metrobench.study import load_study
 from metrobench.transcripts.records import CaseRecord, TranscriptWriter
+from table_helpers import built
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ def paper(tmp_path_factory):
 
 def test_table6_says_what_the_papers_table6_says(paper):
     study, results = paper
-    frame = table6(study, results).set_index("model")
+    frame = built("table6", study, results=results).set_index("model")
     expected = {   # paper Table 6 (../shared/paper-tables.md): decoding, output budget, template kwargs
         "Muse Glimmer 30B": ("greedy", 4096, "reasoning_strength: high", "b10398"),
         "Qwen3.6-27B": ("greedy", 16384, "", "b10398"),
@@ -68,7 +68,7 @@ def test_table6_says_what_the_papers_table6_says(paper):
 
 def test_table5_says_what_the_papers_table5_says(paper):
     study, results = paper
-    frame = table5(study, results).set_index("family")
+    frame = built("table5", study, results=results).set_index("family")
     # paper Table 5: family defaults (temperature, thinking, reasoning effort), and the uniform local
     # configuration: greedy, 4,096 output tokens, 20 tool rounds
     assert frame.loc["Qwen 3.5 local", ["temperature", "thinking", "output_tokens", "rounds"]].tolist() == \
@@ -85,16 +85,16 @@ def test_the_tables_read_the_runs_not_the_config(tmp_path):
     study = load_study([REPO / "config" / "demo.yaml"])
     settings = study_model_config("smollm2-135m", study.models["smollm2-135m"]).settings()
     record_runs(tmp_path, "smollm2-135m", {**settings, "max_tokens": 77}, None, partition=study.bench.partition)
-    frame = table6(study, tmp_path)
+    frame = built("table6", study, results=tmp_path)
     assert frame["output_tokens"].tolist() == [77]          # what ran, whatever the config says now
     with pytest.raises(Skip):
-        table6(study, tmp_path / "empty")
+        built("table6", study, results=tmp_path / "empty")
     path = Path(layout.run_path("smollm2-135m", "doha", "holdout", str(tmp_path)))
     path.parent.mkdir(parents=True, exist_ok=True)
     with TranscriptWriter(path) as writer:       # a second system run with other settings: not one row
         writer.write(CaseRecord(case_id="DOHA-A-001", model="smollm2-135m", system="doha",
                                 meta={"settings": {**settings, "max_tokens": 78}}))
     with pytest.raises(MetrobenchError) as refused:
-        table6(study, tmp_path)
+        built("table6", study, results=tmp_path)
     assert str(refused.value).startswith("model smollm2-135m: its runs disagree on their settings: "
                                          "max_tokens 78 on doha, 77 on ")     # systems in name order

@@ -24,8 +24,9 @@ from metrobench.paper import figures
 from metrobench.paper.markdown import PUBLISHED_COLUMN, markdown
 from metrobench.scoring.store import SCHEMA
 from metrobench.stats.cases import Cases, load_case_scores
-from metrobench.paper.tables import Skip, table2, table3, table4, table8, table9, table10
+from metrobench.paper.tables import Skip
 from metrobench.study import StudyConfig, load_study
+from table_helpers import built, printed, sources
 
 HOLDOUT = ("MARTA-A-001", "MARTA-B-001", "BART-A-001", "BART-C-001")
 TRAIN = "MARTA-C-001"
@@ -66,6 +67,11 @@ def study(**sections) -> StudyConfig:
     return StudyConfig.model_validate(sections)
 
 
+def holdout(frame: pd.DataFrame) -> pd.DataFrame:
+    """Table 9's held-out rows (the registry builds the full matrix's, then these)."""
+    return frame[frame["partition"] == "holdout"].reset_index(drop=True)
+
+
 STUDENTS = {"small": {"base_model": "m2", "recipe": "small.yaml", "seeds": [42, 43]}}
 
 
@@ -89,18 +95,18 @@ def test_table2_ranks_at_the_termination_threshold_and_averages_seed_groups(case
         "ranked": [True, True, False],              # 0.8 >= 0.8 ranks
         "reference": [False, False, False],
     })
-    pd.testing.assert_frame_equal(table2(cases, config), expected)
+    pd.testing.assert_frame_equal(built("table2", config, cases), expected)
 
 
 def test_table2_breaks_composite_ties_by_tier1_and_skips_without_scores(cases):
     config = study(leaderboard=[{"model": "small-peft-s42"}, {"model": "tiny-peft-s42"}, {"model": "m2"}])
-    frame = table2(cases, config)
+    frame = built("table2", config, cases)
     assert frame[["rank", "model", "composite", "tier1"]].values.tolist() == [
         [1, "m2", 50.0, 100.0], [2, "tiny-peft-s42", 50.0, 80.0], [3, "small-peft-s42", 32.5, 65.0]]
     with pytest.raises(Skip, match="table2: no scores for ghost"):
-        table2(cases, study(leaderboard=[{"model": "ghost"}]))
+        built("table2", study(leaderboard=[{"model": "ghost"}]), cases)
     with pytest.raises(Skip, match="no leaderboard"):
-        table2(cases, study())
+        built("table2", study(), cases)
 
 
 def test_table3_is_the_sensitivity_grid_in_config_order(cases):
@@ -109,11 +115,11 @@ def test_table3_is_the_sensitivity_grid_in_config_order(cases):
                                 {"row": "sampled", "column": "4B", "model": "small-peft-s42"}])
     expected = pd.DataFrame({"setting": ["greedy", "sampled"], "4B": [75.0, 65.0], "9B": [100.0, np.nan]})
     expected.columns.name = "column"
-    pd.testing.assert_frame_equal(table3(cases, config), expected)
+    pd.testing.assert_frame_equal(built("table3", config, cases), expected)
     with pytest.raises(Skip, match="table3: no scores for ghost"):
-        table3(cases, study(sensitivity=[{"row": "greedy", "column": "4B", "model": "ghost"}]))
+        built("table3", study(sensitivity=[{"row": "greedy", "column": "4B", "model": "ghost"}]), cases)
     with pytest.raises(Skip, match="no serving variants"):
-        table3(cases, study())
+        built("table3", study(), cases)
 
 
 def _write_json(path: Path, value: dict) -> None:
@@ -146,16 +152,16 @@ def test_table4_is_the_peft_sweep_with_deltas_spread_and_sizes(cases, results):
         {"size": "tiny", "base_tier1": 75.0, "s42": 80.0, "s43": None, "mean": 80.0, "delta": 5.0,
          "seed_spread": 0.0, "delta_full": 12.5, "q4_k_m_gguf_bytes": None},
     ])
-    frame = table4(cases, study(students=SWEEP), results)
+    frame = built("table4", study(students=SWEEP), cases, results)
     pd.testing.assert_frame_equal(frame, expected)
     with pytest.raises(Skip, match="table4: no scores for big-peft-s42"):
-        table4(cases, study(students={**SWEEP, "big": {**SWEEP["tiny"], "seeds": [42]}}), results)
+        built("table4", study(students={**SWEEP, "big": {**SWEEP["tiny"], "seeds": [42]}}), cases, results)
 
 
 def test_figure5_plots_each_sizes_gain_against_its_base(cases, results, monkeypatch):
     drawn = []
     monkeypatch.setattr(figures, "_save", lambda fig, path: drawn.append(fig))
-    figures.figure5(table4(cases, study(students=SWEEP), results), results / "figure5.png")
+    figures.figure5(built("table4", study(students=SWEEP), cases, results), results / "figure5.png")
     [ax] = drawn[0].axes
     [points] = ax.collections
     assert points.get_offsets().tolist() == [[100.0, -25.0], [75.0, 5.0]]
@@ -165,28 +171,30 @@ def test_figure5_plots_each_sizes_gain_against_its_base(cases, results, monkeypa
 
 
 def test_table8_is_the_training_cost_per_size(results):
+    def table8():
+        return built("table8", study(students=SWEEP), results=results)
+
     # the seeds' LoRA dtypes differ here (one bf16 run): both are shown; "small" is no paper size
     expected = pd.DataFrame([{"size": "small", "max_seq": 2048, "minutes_per_seed": 12.5,
                               "adapter_bytes": 150, "adapter_params": 25, "adapter_dtypes": "bfloat16+float32",
                               "paper_adapter_bytes": None, "q4_k_m_gguf_bytes": 1000,
                               "gguf_llama_cpp": "b8642 (commit 1a2b3c4d5e6f)", "seeds": 2}])
-    pd.testing.assert_frame_equal(table8(study(students=SWEEP), results), expected)  # tiny: not trained
+    pd.testing.assert_frame_equal(table8(), expected)  # tiny: not trained
     (results / "peft" / "small" / "seed43" / "adapter" / "train_metrics.json").unlink()
     columns = ["minutes_per_seed", "adapter_bytes", "adapter_dtypes", "seeds"]
-    assert table8(study(students=SWEEP), results)[columns].values.tolist() == [[10.0, 100, "float32", 1]]
+    assert table8()[columns].values.tolist() == [[10.0, 100, "float32", 1]]
     # a run from before the adapter's parameters and dtypes were recorded: blank, never a guess
     _write_json(results / "peft" / "small" / "seed42" / "adapter" / "train_metrics.json",
                 {"recipe": {"max_length": 2048}, "wall_s": 600.0, "adapter_bytes": 100})
-    assert table8(study(students=SWEEP), results)[["adapter_params", "adapter_dtypes"]].values.tolist() \
-        == [[None, None]]
+    assert table8()[["adapter_params", "adapter_dtypes"]].values.tolist() == [[None, None]]
     # GGUFs quantised before the llama.cpp was recorded: blank
     for seed in (42, 43):
         _write_json(results / "peft" / "small" / f"seed{seed}" / "gguf_sizes.json", {"model-Q4_K_M.gguf": 1000})
-    assert table8(study(students=SWEEP), results)["gguf_llama_cpp"].tolist() == [None]
+    assert table8()["gguf_llama_cpp"].tolist() == [None]
     with pytest.raises(Skip, match=r"table8: no training metrics \(tiny/seed42\)"):
-        table8(study(students={"tiny": SWEEP["tiny"]}), results)
+        built("table8", study(students={"tiny": SWEEP["tiny"]}), results=results)
     with pytest.raises(Skip, match=r"no students"):
-        table8(study(), results)
+        built("table8", study(), results=results)
 
 
 STATS = {"n_resamples": 1000, "seed": 42, "bootstrap_models": ["m1", "small-peft"],
@@ -194,7 +202,7 @@ STATS = {"n_resamples": 1000, "seed": 42, "bootstrap_models": ["m1", "small-peft
 
 
 def test_table9_intervals_are_pinned_and_the_estimates_computed_by_hand(cases):
-    frame = table9(cases, study(students=STUDENTS, stats=STATS), "holdout")
+    frame = holdout(built("table9", study(students=STUDENTS, stats=STATS), cases))
     columns = ["model", "statistic", "n", "tier1", "tier1_lo", "tier1_hi", "composite", "composite_lo", "composite_hi"]
     assert frame[columns].values.tolist() == [
         # m1: Tier 1 80, 90 | 70, 60; composite 90, 95 | 85, 80 (pooled mean = mean of the two system means)
@@ -208,7 +216,7 @@ def test_table9_intervals_are_pinned_and_the_estimates_computed_by_hand(cases):
 
 
 def test_table10_paired_deltas_p_values_and_holm(cases):
-    frame = table10(cases, study(students=STUDENTS, stats=STATS))
+    frame = built("table10", study(students=STUDENTS, stats=STATS), cases)
     columns = ["a", "b", "partition", "metric", "n", "delta", "lo", "hi", "excludes_zero"]
     assert frame[columns].values.tolist() == [
         ["small-peft", "m2", "holdout", "tier1", 4, -25.0, -35.0, -15.0, True],    # -20, -10, -40, -30
@@ -225,7 +233,7 @@ def test_table10_paired_deltas_p_values_and_holm(cases):
     # Holm: the six smallest share rank 1's factor 8 (monotone), the two largest are capped at 1
     assert frame["p_holm"].tolist() == [8 * one_sided] * 4 + [1.0] * 2 + [8 * one_sided] * 2
     with pytest.raises(Skip, match="no comparisons"):
-        table10(cases, study())
+        built("table10", study(), cases)
 
 
 def _rule_agent_runs(root: Path, results: Path) -> None:
@@ -239,14 +247,13 @@ def _rule_agent_runs(root: Path, results: Path) -> None:
 
 
 def test_protocol_table_from_real_rule_agent_transcripts(root, tmp_path):
-    from metrobench.paper.tables import protocol
-
     _rule_agent_runs(root, tmp_path)
     lines = [json.loads(x) for s in ("cta", "doha")
              for x in Path(layout.run_path("rule-agent", s, "all", str(tmp_path))).read_text().splitlines()]
     refused = sum(r["tool_calls_made"][-1]["error"] is not None for r in lines)   # one submission a case
     assert len(lines) == 78 and 0 < refused < 78
-    frame = protocol(study(stats={"bootstrap_models": ["rule-agent", "rule-agent-teacher"]}), tmp_path)
+    frame = built("protocol", study(stats={"bootstrap_models": ["rule-agent", "rule-agent-teacher"]}),
+                  results=tmp_path)
     assert frame.to_dict("records") == [
         {"model": "rule-agent", "cases": 78, "executed_call_pct": 100.0,
          "accepted_pct": round(100 * (78 - refused) / 78, 1), "mean_rounds": 0.0, "ended_pct": 100.0,
@@ -256,17 +263,15 @@ def test_protocol_table_from_real_rule_agent_transcripts(root, tmp_path):
          "infrastructure_error_pct": 0.0}]
     # no bootstrap_models: every benchmarked model (here the leaderboard's), as the workflow's inputs say
     board = study(leaderboard=[{"model": "rule-agent-teacher"}, {"model": "rule-agent"}])
-    assert list(protocol(board, tmp_path)["model"]) == ["rule-agent-teacher", "rule-agent"]
+    assert list(built("protocol", board, results=tmp_path)["model"]) == ["rule-agent-teacher", "rule-agent"]
     with pytest.raises(Skip, match="protocol: no transcripts .* for any model"):
-        protocol(study(), tmp_path)           # nothing benchmarked: not every folder that happens to be there
+        built("protocol", study(), results=tmp_path)   # nothing benchmarked: not every folder that happens to be there
     with pytest.raises(Skip, match="protocol: no transcripts .* for ghost"):
-        protocol(study(stats={"bootstrap_models": ["rule-agent", "ghost"]}), tmp_path)
+        built("protocol", study(stats={"bootstrap_models": ["rule-agent", "ghost"]}), results=tmp_path)
 
 
 def test_protocol_counts_unread_calls_rounds_and_endings_by_kind(root, tmp_path):
     """Four of the teacher's real records edited into the endings a served model can have."""
-    from metrobench.paper.tables import protocol
-
     _rule_agent_runs(root, tmp_path)
     path = Path(layout.run_path("rule-agent-teacher", "doha", "all", str(tmp_path)))
     records = [json.loads(x) for x in path.read_text().splitlines()][:4]
@@ -285,7 +290,8 @@ def test_protocol_counts_unread_calls_rounds_and_endings_by_kind(root, tmp_path)
                             "context": {"n_prompt_tokens": 8301, "n_ctx": 8192}})   # as the runner marks it
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     Path(layout.run_path("rule-agent-teacher", "cta", "all", str(tmp_path))).unlink()
-    row = protocol(study(stats={"bootstrap_models": ["rule-agent-teacher"]}), tmp_path).iloc[0].to_dict()
+    row = built("protocol", study(stats={"bootstrap_models": ["rule-agent-teacher"]}),
+                results=tmp_path).iloc[0].to_dict()
     assert row == {"model": "rule-agent-teacher", "cases": 4, "executed_call_pct": 50.0, "accepted_pct": 50.0,
                    "mean_rounds": 3.0, "ended_pct": 25.0, "model_error_pct": 25.0, "context_error_pct": 25.0,
                    "infrastructure_error_pct": 25.0}
@@ -426,14 +432,14 @@ def paper_results(tmp_path: Path) -> Path:
 def test_table2_ranks_the_paper_config_exactly_as_the_paper(paper_cases):
     """The paper's 25 ranked rows, the three excluded ones and the rule baseline, shuffled by the config order."""
     config = paper_study()
-    frame = table2(paper_cases, config)
+    frame = built("table2", config, paper_cases)
     ranked = frame[frame["ranked"]]
     assert ranked[["rank", "composite", "tier1"]].values.tolist() == [[r, c, t] for r, _, c, t in PAPER_TABLE2]
     assert frame["rank"].isna().tolist() == [False] * 25 + [True] * 4
     assert frame["model"].iloc[25:].tolist() == ["Llama 3.1-8B", "Gemma 4 E4B", "Gemma 4 E2B", "Rule-based baseline"]
     assert frame["reference"].tolist() == [False] * 28 + [True]
     assert frame.iloc[-1][["composite", "tier1", "normal_endings_pct", "ranked"]].tolist() == [77.1, 84.6, 100.0, False]
-    lines = markdown("table2", frame, config).splitlines()
+    lines = markdown("table2", frame, printed(config, "table2")).splitlines()
     assert lines[0] == "| Rank | Model | Licence | Vendor | Comp. | Tier 1 |"
     assert [line.split(" | ")[:2] for line in lines[2:27]] == [[f"| {r}", label] for r, label, _, _ in PAPER_TABLE2]
     assert lines[2] == "| 1 | Muse Glimmer 30B | Apache 2.0 | Meta | 92.03 | 92.75 |"
@@ -456,7 +462,7 @@ def test_table4_markdown_of_the_papers_numbers_is_the_papers_table():
 
 
 def test_table4_of_the_paper_config_on_synthetic_scores(paper_cases, paper_results):
-    frame = table4(paper_cases, paper_study(), paper_results)
+    frame = built("table4", paper_study(), paper_cases, paper_results)
     assert PUBLISHED_COLUMN not in frame.columns  # no published student configured: no column
     assert frame[["size", "base_tier1", "mean"]].values.tolist() == [
         ["2b", 74.17, 81.2], ["4b", 89.32, 91.32], ["9b", 89.38, 91.03], ["27b", 92.32, 91.41]]
@@ -476,10 +482,10 @@ def test_table4_shows_the_published_student_beside_the_trained_ones(paper_cases,
     students = {size: {**spec.model_dump(exclude={"published"}), **(
         {"published": f"qwen3.5-{size}-metro-v24"} if size in ("4b", "27b") else {})} for size, spec in raw.items()}
     config = paper_study().model_copy(update={"students": study(students=students).students})
-    frame = table4(cases, config, paper_results)
+    frame = built("table4", config, cases, paper_results)
     assert frame[PUBLISHED_COLUMN].fillna(-1).tolist() == [-1, 91.82, -1, -1]  # 27b's is named, has no scores
     assert frame.columns[-1] == PUBLISHED_COLUMN and frame.columns[:-1].tolist() == list(
-        table4(paper_cases, paper_study(), paper_results).columns)  # the CSV's other columns unchanged
+        built("table4", paper_study(), paper_cases, paper_results).columns)  # the CSV's other columns unchanged
     lines = markdown("table4", frame).splitlines()
     assert lines[0] == PAPER_TABLE4_MD.splitlines()[0] + " published s42 |"
     assert lines[3].endswith(" | 2.6 GB | 91.82 |") and lines[2].endswith(" | 1.2 GB | – |")
@@ -556,18 +562,18 @@ def test_metrobench_tables_writes_each_table_md_with_the_papers_header(paper_res
 
 def test_table9_and_10_markdown_print_mean_and_interval(cases):
     config = study(students=STUDENTS, stats=STATS, leaderboard=[{"model": "m1", "label": "Model one"}])
-    both = pd.concat([table9(cases, config, "full"), table9(cases, config, "holdout")])
-    assert markdown("table9", table9(cases, config, "holdout"), config).splitlines()[2:4] == [
+    both = built("table9", config, cases)
+    assert markdown("table9", holdout(both), printed(config, "table9")).splitlines()[2:4] == [
         "| Model one | 75.00 [65.00, 85.00] | 87.50 [82.50, 92.50] |",
         "| small-peft | 75.00 [65.00, 85.00] | 37.50 [32.50, 42.50] |"]
-    assert "| Model one | 75.00 [65.00, 85.00]" not in markdown("table9", both, config)  # full rows only
-    lines = markdown("table10", table10(cases, config), config).splitlines()
+    assert "| Model one | 75.00 [65.00, 85.00]" not in markdown("table9", both, printed(config, "table9"))  # full
+    lines = markdown("table10", built("table10", config, cases), printed(config, "table10")).splitlines()
     assert lines[2] == "| small-peft vs m2 | −25.00 [−35.00, −15.00] | −9.00 [−32.00, +25.00] | −4.50 [−16.00, +12.50] |"
     assert lines[3].startswith("| Model one vs m2 | −25.00 [−35.00, −15.00] |")
 
 
 def test_an_unjudged_composite_is_printed_as_its_bounds(cases):
-    frame = table2(cases, study(leaderboard=[{"model": "m2", "label": "M2"}]))
+    frame = built("table2", study(leaderboard=[{"model": "m2", "label": "M2"}]), cases)
     lines = markdown("table2", frame).splitlines()
     assert lines[2] == "| 1 | M2 |  |  | 50.00–100.00 | 100.00 |"
     assert lines[-1] == "Comp. as low–high: Tier 2 not judged, counted at zero and at its maximum."
@@ -595,8 +601,10 @@ def test_a_configured_note_is_printed_under_its_markdown_table_and_the_demo_says
 
     config = study(report={"notes": {"protocol": "A miniature: read with care."}})
     frame = pd.DataFrame({"model": ["m"], "cases": [3]})
-    assert markdown("protocol", frame, config) == "| model | cases |\n|---|---|\n| m | 3 |\n\nA miniature: read with care.\n"
-    assert markdown("protocol", frame, study()).endswith("| m | 3 |\n")
+    assert markdown("protocol", frame, printed(config, "protocol")) == \
+        "| model | cases |\n|---|---|\n| m | 3 |\n\nA miniature: read with care.\n"
+    assert markdown("protocol", frame, printed(study(), "protocol")).endswith("| m | 3 |\n")
+    assert printed(config, "table2").note is None    # a note is its own table's only
     demo = load_study([CONFIG.parent / "demo.yaml"]).report.notes
     assert demo["table4"] == demo["table10"]
     assert "not whether distillation works" in demo["table10"] and "`make mini-study`" in demo["table10"]
@@ -675,3 +683,31 @@ def test_the_registry_names_what_each_table_reads_once_for_the_workflow_and_the_
     assert models == set(demo.members(demo.stats.bootstrap_models))
     assert len(registry.inputs(demo, "table9")) == 6 * len(models)
     assert set(registry.FIGURES[f].table for f in registry.FIGURES) <= set(registry.TABLES)
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "demo.yaml"])
+def test_the_models_a_builder_is_given_are_the_runs_the_workflow_reads(config):
+    """Issue 42: the registry resolves a builder's models from the same config the rules' inputs come
+    from; on the paper and demo configs, the runs of the one are the scores of the other."""
+    from metrobench.paper import registry
+
+    study = load_study([CONFIG.parent / config])
+    given = sources(study)
+
+    def runs(models) -> list[str]:
+        return [r for m in models for r in m.runs]
+
+    def reads(name: str) -> list[str]:
+        return registry.TABLES[name].scores(study)
+
+    assert runs(row.model for row in given.leaderboard()) == reads("table2")
+    assert runs(given.stats_models(study.stats.bootstrap_models)) == reads("table9") == reads("protocol")
+    assert runs(given.stats_models(study.stats.category_models)) == reads("categories")
+    assert runs(m for pair in given.comparisons() for m in pair) == reads("table10")
+    assert runs(given.repeated()) == reads("repeats")
+    assert [c.model for c in given.cells()] == reads("table3")
+    students = given.students()
+    assert [s.model for st in students for s in st.seeds] == registry._students(study)
+    assert {str(s.gguf_sizes) for st in students for s in st.seeds} == {
+        p for p in registry.inputs(study, "table4") if p.endswith("gguf_sizes.json")}
+    assert runs(row.model for row in given.leaderboard() if not row.reference) == registry._deployment(study)

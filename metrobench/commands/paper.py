@@ -73,15 +73,18 @@ def _add_stats(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_stats_bootstrap(args: argparse.Namespace) -> int:
+    from metrobench.paper.inputs import Model, Resampling
+    from metrobench.paper.tables import table9
     from metrobench.scoring.store import read_scores
     from metrobench.stats.cases import load_case_scores
-    from metrobench.paper.tables import table9
     from metrobench.study import validate_study
 
-    config = validate_study({"stats": {"n_resamples": args.n_resamples, "seed": args.seed}},
-                            [("command line", {})])
+    stats = validate_study({"stats": {"n_resamples": args.n_resamples, "seed": args.seed}},
+                           [("command line", {})]).stats
     cases = load_case_scores(read_scores(Path(args.scores)))
-    return _write_and_show(table9(cases, config, args.partition), Path(args.out))
+    models = [Model.single(m) for m in cases.models()]   # every scored run, as the help says
+    return _write_and_show(table9(cases, models, Resampling(stats.n_resamples, stats.seed), args.partition),
+                           Path(args.out))
 
 
 def _add_errata_table(sub: Subparsers[argparse.ArgumentParser]) -> None:

@@ -10,10 +10,11 @@ which a rerun redoes), read from the records, never from the config:
   (``meta.reasoning_tokens``, where the endpoint reported them; empty where no record has them);
 * seconds per case (``e2e_ms``) and per round (a case's ``e2e_ms / api_rounds``), p50 and p95;
 * local rows (served by llama.cpp: ``meta.serving`` names a GGUF, or the provider is
-  ``llama_cpp``): ``gguf_bytes``, the size on disk of the served file (the student's
-  ``layout.quantized_gguf``, else the model config's ``serving.gguf`` or packaged GGUF), taken
-  only when its name is the one the records' serving record names, else the student's
-  ``gguf_sizes.json``; ``served_on`` (``gpu`` when layers were offloaded, else ``cpu``) and
+  ``llama_cpp``): ``gguf_bytes``, the size on disk of the served file (a student's Q4_K_M
+  GGUF, else the model config's ``serving.gguf`` or packaged GGUF: the registry resolves it,
+  :class:`~metrobench.paper.inputs.Footprint`), taken only when its name is the one the
+  records' serving record names, else the student's ``gguf_sizes.json``; ``served_on``
+  (``gpu`` when layers were offloaded, else ``cpu``) and
   ``gpu_s_per_case``: the server's seconds per case, the mean of ``meta.model_ms`` over its
   slots (``serving.parallel``) — the device time a case holds when the slots are kept busy
   (on a CPU-only server, its cores' time);
@@ -37,21 +38,21 @@ Pareto front of each (:func:`pareto_front`); Figure ``figure-deployment`` draws 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from metrobench import layout
 from metrobench.errors import MetrobenchError
 from metrobench.paper.protocol import model_records
 from metrobench.transcripts.records import INFRASTRUCTURE, CaseRecord, ending_kind
 
 if TYPE_CHECKING:
+    from metrobench.paper.inputs import Footprint, Model, Resampling, Row
     from metrobench.stats.cases import Cases
-    from metrobench.study import Price, StudyConfig
+    from metrobench.study import Price
 
 COLUMNS = ("model", "kind", "cases",
            "prompt_tokens_mean", "prompt_tokens_p95", "completion_tokens_mean", "completion_tokens_p95",
@@ -60,6 +61,7 @@ COLUMNS = ("model", "kind", "cases",
            "gguf_bytes", "served_on", "gpu_s_per_case", "usd_per_1k_cases", "prices_read")
 QUALITY_COLUMNS = ("model", "kind", "tier1", "tier1_lo", "tier1_hi", "gguf_bytes", "usd_per_1k_cases", "pareto")
 LOCAL, HOSTED, JUDGE = "local", "hosted", "judge"
+Runs = dict[str, list[CaseRecord]]  # model -> its records
 MILLION = 1_000_000
 
 
@@ -124,42 +126,24 @@ def is_local(records: list[CaseRecord]) -> bool:
         "llama_cpp"
 
 
-def served_file(config: StudyConfig, results: Path, model: str) -> Path | None:
-    """The GGUF a model is served from, as the config and the layout name it (None: unknown)."""
-    from metrobench.agents.runner.config import ModelConfig, load_model_config
-    from metrobench.agents.serving import model_file
-
-    student = layout.student_of(config.seeds(), model)
-    if student is not None:
-        return Path(layout.quantized_gguf(*student, root=str(results)))
-    entry = config.models.get(config.configured(model))
-    try:
-        cfg = load_model_config(entry) if isinstance(entry, str) else \
-            ModelConfig.model_validate({"name": model, **(entry or {})})
-        return model_file(cfg) if cfg.serving else None
-    except (MetrobenchError, OSError, ValueError):
-        return None
-
-
-def gguf_bytes(config: StudyConfig, results: Path, model: str, served: str | None) -> int | None:
+def gguf_bytes(footprint: Footprint | None, served: str | None) -> int | None:
     """Bytes on disk of the file the records were served from (its name checked), else the student's sizes."""
-    path = served_file(config, results, model)
+    path = footprint.gguf if footprint is not None else None
     if path is not None and path.is_file() and (served is None or path.name == served):
         return path.stat().st_size
-    student = layout.student_of(config.seeds(), model)
-    if student is None:
+    if footprint is None or footprint.sizes is None:
         return None
-    from metrobench.paper.tables import _gguf_size
+    from metrobench.paper.tables import gguf_size
 
-    return _gguf_size(results, *student)
+    return gguf_size(footprint.sizes)
 
 
-def local_columns(config: StudyConfig, results: Path, runs: dict[str, list[CaseRecord]]) -> dict[str, Any]:
+def local_columns(runs: Runs, footprints: Mapping[str, Footprint]) -> dict[str, Any]:
     """GGUF bytes (mean over a group's seeds), where it was served, server seconds per case."""
     sizes, seconds, gpu = [], [], False
     for model, records in runs.items():
         serving = records[0].meta.get("serving") or {}
-        size = gguf_bytes(config, results, model, serving.get("gguf"))
+        size = gguf_bytes(footprints.get(model), serving.get("gguf"))
         if size is not None:
             sizes.append(size)
         gpu = gpu or bool(serving.get("n_gpu_layers"))
@@ -170,12 +154,12 @@ def local_columns(config: StudyConfig, results: Path, runs: dict[str, list[CaseR
             "gpu_s_per_case": _stats(seconds, "mean", 3)}
 
 
-def hosted_columns(config: StudyConfig, runs: dict[str, list[CaseRecord]]) -> dict[str, Any]:
+def hosted_columns(runs: Runs, prices: Mapping[str, Price]) -> dict[str, Any]:
     """USD per 1,000 cases at the config's prices, and the date they were read (empty: not priced)."""
     costs: list[float] = []
     dates: set[str] = set()
     for model, records in runs.items():
-        price = price_of(config.prices, model, (records[0].meta.get("settings") or {}).get("model"))
+        price = price_of(prices, model, (records[0].meta.get("settings") or {}).get("model"))
         if price is None:
             return {"usd_per_1k_cases": None, "prices_read": None}
         dates.add(str(price.read))
@@ -183,7 +167,8 @@ def hosted_columns(config: StudyConfig, runs: dict[str, list[CaseRecord]]) -> di
     return {"usd_per_1k_cases": round(1000 * float(np.mean(costs)), 4), "prices_read": "/".join(sorted(dates))}
 
 
-def model_row(config: StudyConfig, results: Path, label: str, runs: dict[str, list[CaseRecord]]) -> dict[str, Any]:
+def model_row(label: str, runs: Runs, footprints: Mapping[str, Footprint],
+              prices: Mapping[str, Price]) -> dict[str, Any]:
     """One leaderboard row's columns, over the records of its models (a group's seeds pooled)."""
     records = [r for rs in runs.values() for r in rs]
     local = is_local(records)
@@ -191,11 +176,11 @@ def model_row(config: StudyConfig, results: Path, label: str, runs: dict[str, li
                            **token_columns([r.input_tokens for r in records], [r.output_tokens for r in records],
                                            [_reasoning(r) for r in records]),
                            **time_columns(records)}
-    row.update(local_columns(config, results, runs) if local else hosted_columns(config, runs))
+    row.update(local_columns(runs, footprints) if local else hosted_columns(runs, prices))
     return row
 
 
-def judge_rows(config: StudyConfig, cache: Path) -> list[dict[str, Any]]:
+def judge_rows(cache: Path, prices: Mapping[str, Price]) -> list[dict[str, Any]]:
     """One row per judge model in the judge cache: its judgments, tokens and cost per 1,000 judgments."""
     from metrobench.scoring.judge import JudgeCache
 
@@ -209,7 +194,7 @@ def judge_rows(config: StudyConfig, cache: Path) -> list[dict[str, Any]]:
         used = [e["usage"] for e in entries if isinstance(e.get("usage"), dict)]
         prompt = [int(u.get("input_tokens") or 0) for u in used]
         completion = [int(u.get("output_tokens") or 0) for u in used]
-        price = price_of(config.prices, judge)
+        price = price_of(prices, judge)
         cost = None if price is None or not used else round(
             1000 * float(np.mean([case_cost(price, p, c, None) for p, c in zip(prompt, completion)])), 4)
         rows.append({"model": judge, "kind": JUDGE, "cases": len(entries),
@@ -218,18 +203,15 @@ def judge_rows(config: StudyConfig, cache: Path) -> list[dict[str, Any]]:
     return rows
 
 
-Runs = dict[str, list[CaseRecord]]  # model -> its records
-
-
-def leaderboard_runs(config: StudyConfig, results: Path) -> tuple[list[tuple[str, Runs]], list[str]]:
-    """(label, {model: its records}) per non-reference leaderboard row with runs; and the rows without."""
-    runs_dir = Path(layout.runs_root(config.bench.partition, str(results)))
-    rows, missing = [], []
-    for row in config.leaderboard:
+def leaderboard_runs(rows: Sequence[Row], runs_dir: Path) -> tuple[list[tuple[str, Runs]], list[str]]:
+    """(label, {model: its records}) per non-reference leaderboard row with runs (a group: each seed's
+    models; a repeated model: its first run); and the rows without."""
+    out, missing = [], []
+    for row in rows:
         if row.reference:
             continue
         runs: dict[str, list[CaseRecord]] = {}
-        for model in layout.members(config.seeds(), [row.model]):
+        for model in row.model.seeds:
             try:
                 records = [r for r in model_records(runs_dir, model) if ending_kind(r) != INFRASTRUCTURE]
             except MetrobenchError:
@@ -237,22 +219,25 @@ def leaderboard_runs(config: StudyConfig, results: Path) -> tuple[list[tuple[str
             if records:
                 runs[model] = records
         if runs:
-            rows.append((row.label or row.model, runs))
+            out.append((row.shown, runs))
         else:
-            missing.append(row.model)
-    return rows, missing
+            missing.append(row.model.name)
+    return out, missing
 
 
-def deployment(config: StudyConfig, results: Path, scores: Path | None = None) -> pd.DataFrame:
-    """The deployment table (see the module docstring); the judge's rows from ``scores``' judge cache."""
+def deployment(rows: Sequence[Row], runs: Path, footprints: Mapping[str, Footprint], prices: Mapping[str, Price],
+               judge_cache: Path | None = None) -> pd.DataFrame:
+    """The deployment table (see the module docstring) of the leaderboard's ``rows``, from their
+    transcripts under ``runs`` (``<runs>/<model>/<system>.jsonl``), the files they were served from
+    (``footprints``, by model) and ``prices``; the judge's rows from ``judge_cache``, when given."""
     from metrobench.paper.tables import Skip
 
-    rows, missing = leaderboard_runs(config, results)
-    if not rows:
+    found, missing = leaderboard_runs(rows, runs)
+    if not found:
         raise Skip(f"deployment: no runs for {', '.join(missing) or 'any leaderboard row'}")
-    out = [model_row(config, results, label, runs) for label, runs in rows]
-    if scores is not None:
-        out += judge_rows(config, judge_cache_path(scores))
+    out = [model_row(label, model_runs, footprints, prices) for label, model_runs in found]
+    if judge_cache is not None:
+        out += judge_rows(judge_cache, prices)
     frame = pd.DataFrame(out, columns=list(COLUMNS))
     frame["cases"] = frame["cases"].astype("Int64")
     frame["gguf_bytes"] = frame["gguf_bytes"].astype("Int64")
@@ -265,37 +250,39 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[bool]:
     return [not any(cx <= x and cy >= y and (cx < x or cy > y) for cx, cy in points) for x, y in points]
 
 
-def tier1_interval(cases: Cases, config: StudyConfig, model: str) -> tuple[float, float, float]:
+def tier1_interval(cases: Cases, model: Model, resampling: Resampling) -> tuple[float, float, float]:
     """Held-out Tier 1 (mean of system means; a group's seeds averaged per case) and its 95% interval."""
-    from metrobench.paper.tables import _per_case
+    from metrobench.paper.tables import per_case
     from metrobench.stats.bootstrap import bootstrap_stratified
 
     groups: dict[str, list[float]] = {}
-    for case_id, value in _per_case(cases, config, model, "holdout", "tier1").items():
+    for case_id, value in per_case(cases, model, "holdout", "tier1").items():
         groups.setdefault(case_id.split("-")[0], []).append(value)
-    interval = bootstrap_stratified(list(groups.values()), n_resamples=config.stats.n_resamples,
-                                    seed=config.stats.seed)
+    interval = bootstrap_stratified(list(groups.values()), n_resamples=resampling.n_resamples,
+                                    seed=resampling.seed)
     return round(interval.estimate, 2), round(interval.lo, 2), round(interval.hi, 2)
 
 
-def quality_cost(cases: Cases, config: StudyConfig, results: Path) -> pd.DataFrame:
-    """Held-out Tier 1 with its interval beside each row's footprint or cost; the Pareto front per kind."""
+def quality_cost(cases: Cases, rows: Sequence[Row], runs: Path, footprints: Mapping[str, Footprint],
+                 prices: Mapping[str, Price], resampling: Resampling) -> pd.DataFrame:
+    """Held-out Tier 1 with its interval beside each row's footprint or cost (the deployment table's
+    inputs, the judge apart); the Pareto front per kind."""
     from metrobench.paper.tables import Skip
 
-    table = deployment(config, results)
-    labels = {row.label or row.model: row.model for row in config.leaderboard if not row.reference}
+    table = deployment(rows, runs, footprints, prices)
+    labels = {row.shown: row.model for row in rows if not row.reference}
     scored = set(cases.models())
-    rows = []
+    out = []
     for item in table.itertuples(index=False):
         model = labels[item.model]
-        if not all(m in scored for m in layout.members(config.seeds(), [model])):
+        if not all(m in scored for m in model.seeds):
             continue
-        tier1, lo, hi = tier1_interval(cases, config, model)
-        rows.append({"model": item.model, "kind": item.kind, "tier1": tier1, "tier1_lo": lo, "tier1_hi": hi,
-                     "gguf_bytes": item.gguf_bytes, "usd_per_1k_cases": item.usd_per_1k_cases})
-    if not rows:
+        tier1, lo, hi = tier1_interval(cases, model, resampling)
+        out.append({"model": item.model, "kind": item.kind, "tier1": tier1, "tier1_lo": lo, "tier1_hi": hi,
+                    "gguf_bytes": item.gguf_bytes, "usd_per_1k_cases": item.usd_per_1k_cases})
+    if not out:
         raise Skip("quality_cost: no leaderboard row has both runs and scores")
-    frame = pd.DataFrame(rows, columns=list(QUALITY_COLUMNS))
+    frame = pd.DataFrame(out, columns=list(QUALITY_COLUMNS))
     frame["pareto"] = False
     for kind, x in ((LOCAL, "gguf_bytes"), (HOSTED, "usd_per_1k_cases")):
         known = frame.index[(frame["kind"] == kind) & frame[x].notna()]

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
-if TYPE_CHECKING:
-    from metrobench.study import StudyConfig
+from metrobench.paper.inputs import Printed
 
 MINUS = "\u2212"
 DASH = "–"  # an empty cell, as the paper prints one (Table 4's s44 above 2B)
@@ -88,14 +86,7 @@ def size_label(size: str) -> str:
     return re.sub(r"^(\d+(?:\.\d+)?)b(?![a-z0-9])", r"\1B", size)
 
 
-def _labels(config: StudyConfig | None) -> dict[str, str]:
-    """Model name -> its leaderboard label (Tables 9 and 10 name models as Table 2 does)."""
-    if config is None:
-        return {}
-    return {row.model: row.label for row in config.leaderboard if row.label}
-
-
-def table2(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+def table2(frame: pd.DataFrame, printed: Printed) -> str:
     rows, notes = [], []
     for r in frame.itertuples(index=False):
         rank = "ref." if r.reference else str(r.rank) if not _missing(r.rank) else DASH
@@ -103,7 +94,8 @@ def table2(frame: pd.DataFrame, config: StudyConfig | None) -> str:
         comp = num(r.composite) if r.judged else f"{num(r.composite)}–{num(r.composite_upper)}"
         rows.append([rank, model, r.licence, r.vendor, comp, num(r.tier1)])
     if (~frame["ranked"] & ~frame["reference"]).any():
-        rule = f"{100 * config.termination.min_normal_endings:g} %" if config else "the termination rule's share"
+        rule = "the termination rule's share" if printed.min_normal_endings is None else \
+            f"{100 * printed.min_normal_endings:g} %"
         notes.append(f"{DASH}: unranked, fewer than {rule} of its cases end with a valid submit.")
     if frame["reference"].any():
         notes.append("ref.: a reference line, not ranked.")
@@ -112,13 +104,13 @@ def table2(frame: pd.DataFrame, config: StudyConfig | None) -> str:
     return _with_notes(grid(TABLE2_HEADER, rows), notes)
 
 
-def table3(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+def table3(frame: pd.DataFrame, printed: Printed) -> str:
     columns = [c for c in frame.columns if c != "setting"]
     rows = [[r["setting"], *(num(r[c]) for c in columns)] for _, r in frame.iterrows()]
     return grid([TABLE3_FIRST, *columns], rows)
 
 
-def table4(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+def table4(frame: pd.DataFrame, printed: Printed) -> str:
     seeds = [c for c in frame.columns if re.fullmatch(r"s\d+", str(c))]
     published = PUBLISHED_COLUMN in frame.columns
     header = [*TABLE4_HEADER[:2], *seeds, *TABLE4_HEADER[2:], *([PUBLISHED_HEADER] if published else [])]
@@ -131,7 +123,7 @@ def table4(frame: pd.DataFrame, config: StudyConfig | None) -> str:
     return _with_notes(grid(header, rows), [f"Full-matrix deltas: {deltas}."])
 
 
-def table7(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+def table7(frame: pd.DataFrame, printed: Printed) -> str:
     rows = [["All" if r["category"] == "all" else r["category"], r["kept"], r["train_cases"],
              f"{float(r['coverage_pct']):.0f} %"] for _, r in frame.iterrows()]
     return grid(TABLE7_HEADER, rows)
@@ -142,7 +134,7 @@ def _minutes(value: float) -> str:
     return f"{value:.0f} min" if value >= 10 else f"{value:.1f} min"
 
 
-def table8(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+def table8(frame: pd.DataFrame, printed: Printed) -> str:
     """The paper's columns; below them, per size, the adapter's LoRA parameters and dtype beside the
     paper's adapter size (where training recorded them)."""
     rows = [[size_label(r["size"]), r["max_seq"], _minutes(float(r["minutes_per_seed"])),
@@ -163,11 +155,11 @@ def table8(frame: pd.DataFrame, config: StudyConfig | None) -> str:
     return _with_notes(grid(TABLE8_HEADER, rows), notes)
 
 
-def table9(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+def table9(frame: pd.DataFrame, printed: Printed) -> str:
     """The paper's Table 9: the full matrix, pooled case means (the held-out and headline rows stay in the CSV)."""
     partition = "full" if (frame["partition"] == "full").any() else frame["partition"].iloc[0]
     shown = frame[(frame["partition"] == partition) & (frame["statistic"] == "pooled")]
-    labels = _labels(config)
+    labels = printed.labels
     rows = [[labels.get(r["model"], r["model"]), interval(r["tier1"], r["tier1_lo"], r["tier1_hi"]),
              interval(r["composite"], r["composite_lo"], r["composite_hi"])] for _, r in shown.iterrows()]
     n = int(shown["n"].max()) if len(shown) else 0
@@ -176,9 +168,9 @@ def table9(frame: pd.DataFrame, config: StudyConfig | None) -> str:
     return _with_notes(grid(header, rows), [f"{where} (n={n} cases): pooled case means, 95 % percentile bootstrap."])
 
 
-def table10(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+def table10(frame: pd.DataFrame, printed: Printed) -> str:
     """Per comparison: ΔT1 held-out, ΔT1 full, Δcomposite full (the paper's columns)."""
-    labels = _labels(config)
+    labels = printed.labels
     columns = [("holdout", "tier1", "ΔT1 held-out"), ("full", "tier1", "ΔT1 full"), ("full", "composite", "ΔComp. full")]
     cells = {(r["a"], r["b"], r["partition"], r["metric"]): r for _, r in frame.iterrows()}
     pairs = list(dict.fromkeys(zip(frame["a"], frame["b"])))
@@ -196,9 +188,9 @@ def table10(frame: pd.DataFrame, config: StudyConfig | None) -> str:
     return grid(header, rows)
 
 
-def repeats(frame: pd.DataFrame, config: StudyConfig | None) -> str:
+def repeats(frame: pd.DataFrame, printed: Printed) -> str:
     """Per model and partition: k, cases, Tier 1 of each run, mean, SD, range, pass^k."""
-    labels = _labels(config)
+    labels = printed.labels
     runs = [c for c in frame.columns if re.fullmatch(r"tier1_r\d+", str(c))]
     header = ["Model", "Partition", "k", "Cases", *(f"T1 run {c[len('tier1_r'):]}" for c in runs),
               "T1 mean", "SD", "range", "pass^k"]
@@ -214,14 +206,15 @@ def _with_notes(table: str, notes: list[str]) -> str:
     return table + "".join(f"\n{note}\n" for note in notes)
 
 
-FORMATTERS: dict[str, Callable[[pd.DataFrame, "StudyConfig | None"], str]] = {
+FORMATTERS: dict[str, Callable[[pd.DataFrame, Printed], str]] = {
     "table2": table2, "table3": table3, "table4": table4, "table7": table7, "table8": table8,
     "table9": table9, "table10": table10, "repeats": repeats}
 
 
-def markdown(name: str, frame: pd.DataFrame, config: StudyConfig | None = None) -> str:
-    """Table ``name`` (``table2`` ...) as the paper prints it; any other table as its CSV's columns."""
+def markdown(name: str, frame: pd.DataFrame, printed: Printed | None = None) -> str:
+    """Table ``name`` (``table2`` ...) as the paper prints it; any other table as its CSV's columns.
+    ``printed``: the labels, rule and note the registry resolves for it (none: no labels, no note)."""
+    printed = printed or Printed()
     formatter = FORMATTERS.get(name)
-    text = grid(list(frame.columns), frame.itertuples(index=False)) if formatter is None else formatter(frame, config)
-    note = config.report.notes.get(name) if config is not None else None
-    return _with_notes(text, [note]) if note else text
+    text = grid(list(frame.columns), frame.itertuples(index=False)) if formatter is None else formatter(frame, printed)
+    return _with_notes(text, [printed.note]) if printed.note else text

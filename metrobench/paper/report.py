@@ -46,19 +46,19 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
             continue
         if name in tables_wanted:
             path = Path(layout.table_path(name, str(out)))
-            T.write_table(frames[name], path, name, config)
+            T.write_table(frames[name], path, name, sources.printed(name))
             written.append(path)
     for name in figures_wanted:
         figure = FIGURES[name]
         if figure.table not in frames:
             skipped.append(f"{name}: needs {figure.table}")
             continue
-        problem = figure.check(frames, config)
+        problem = figure.check(frames, sources)
         if problem:
             skipped.append(f"{name}: {problem}")
             continue
         path = Path(layout.table_path(name, str(out), ".png"))
-        figure.draw(frames, config, path)
+        figure.draw(frames, sources, path)
         written.append(path)
     return written, skipped
 

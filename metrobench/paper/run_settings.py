@@ -16,10 +16,10 @@ as they are (all unrecorded agree); a model with no runs on disk is not checked
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from metrobench import layout
 from metrobench.agents.serving_record import build_label
 from metrobench.errors import MetrobenchError
 from metrobench.transcripts.records import CaseRecord, read_run
@@ -68,10 +68,9 @@ def model_runs(runs_root: Path, model: str) -> list[tuple[str, list[CaseRecord]]
     return [(path.stem, read_run(path).records) for path in sorted((Path(runs_root) / model).glob("*.jsonl"))]
 
 
-def check_models(results: Path | str, partition: str, models: list[str]) -> None:
-    """Raise the first disagreement among these models' runs of ``partition`` under ``results``."""
-    root = Path(layout.runs_root(partition, str(results)))
+def check_models(runs_root: Path, models: Iterable[str]) -> None:
+    """Raise the first disagreement among these models' runs under a view's runs folder."""
     for model in models:
-        problem = disagreement(model, model_runs(root, model))
+        problem = disagreement(model, model_runs(runs_root, model))
         if problem:
             raise MetrobenchError(problem)

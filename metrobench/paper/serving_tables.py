@@ -14,18 +14,18 @@ that is reported, not averaged.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from metrobench import layout
 from metrobench.agents.serving_record import build_label
 from metrobench.errors import MetrobenchError
 from metrobench.paper.run_settings import disagreement, model_runs
 
 if TYPE_CHECKING:
-    from metrobench.study import StudyConfig
+    from metrobench.paper.inputs import Cell, Row
 
 COLUMNS = ("model", "family", "provider", "temperature", "sampling", "thinking", "reasoning_effort",
            "output_tokens", "rounds", "template_kwargs", "server_build")
@@ -72,27 +72,26 @@ def recorded_row(model: str, family: str, runs: list[tuple[str, list]]) -> dict[
             "server_build": builds.pop() if builds else ""}
 
 
-def _rows(config: StudyConfig) -> list[tuple[str, str, str]]:
-    """(label, family, model whose runs stand for the row) for Table 6, in the paper's order."""
+def _rows(leaderboard: Sequence[Row], cells: Sequence[Cell]) -> list[tuple[str, str, str]]:
+    """(label, family, model whose runs stand for the row) for Table 6, in the paper's order: the
+    leaderboard's rows that are no reference line (a group: its first seed), then Table 3's models."""
     rows, seen = [], set()
-    for row in config.leaderboard:
+    for row in leaderboard:
         if row.reference:
             continue
-        members = layout.members(config.seeds(), [row.model])
-        label = row.label or row.model
-        rows.append((label, row.family, members[0]))
-        seen.add(members[0])
-    rows += [(c.model, "", c.model) for c in config.sensitivity if c.model not in seen]
+        first = row.model.seeds[0]
+        rows.append((row.shown, row.family, first))
+        seen.add(first)
+    rows += [(c.model, "", c.model) for c in cells if c.model not in seen]
     return rows
 
 
-def table6(config: StudyConfig, results: Path) -> pd.DataFrame:
-    """Per-model serving, from each row's recorded runs."""
+def table6(leaderboard: Sequence[Row], cells: Sequence[Cell], runs: Path) -> pd.DataFrame:
+    """Per-model serving, from each row's recorded runs under ``runs`` (``<runs>/<model>/<system>.jsonl``)."""
     from metrobench.paper.tables import Skip
 
-    runs = Path(layout.runs_root(config.bench.partition, str(results)))
     out, missing = [], []
-    for label, family, model in _rows(config):
+    for label, family, model in _rows(leaderboard, cells):
         found = model_runs(runs, model)
         if not found:
             missing.append(model)
@@ -115,11 +114,11 @@ def _values(series: pd.Series) -> str:
     return "/".join(values)
 
 
-def table5(config: StudyConfig, results: Path) -> pd.DataFrame:
-    """Per-family serving: the values a family's rows ran with (one when they agree)."""
+def table5(leaderboard: Sequence[Row], cells: Sequence[Cell], runs: Path) -> pd.DataFrame:
+    """Per-family serving: the values a family's rows (Table 6's) ran with (one when they agree)."""
     from metrobench.paper.tables import Skip
 
-    frame = table6(config, results)
+    frame = table6(leaderboard, cells, runs)
     frame = frame[frame["family"] != ""]
     if frame.empty:
         raise Skip("table5: no leaderboard row names its family")

@@ -1,4 +1,4 @@
-"""The paper's tables from Parquet scores and the study config, as CSV and Markdown.
+"""The paper's tables from Parquet scores and the resolved study, as CSV and Markdown.
 
 Each builder returns a pandas DataFrame, or raises :class:`Skip` naming what is
 missing (models without scores, training runs not done), so ``metrobench
@@ -10,31 +10,27 @@ The CSV holds every column the project computes; the Markdown beside it
 (:func:`write_table` with the table's name) is the table as the paper prints it
 (:mod:`metrobench.paper.markdown`).
 
-The study config is a :class:`~metrobench.study.StudyConfig`; read here:
-``leaderboard`` (rows of Table 2; ``reference`` rows, the rule baseline, are
-shown below the ranks and never ranked), ``students`` (sizes, base model, seeds,
-``published``: the paper's released student, Table 4's last column),
-``sensitivity`` (Table 3 cells), ``stats`` (resamples, seed,
-``bootstrap_models``, ``comparisons``, ``category_models``),
-``termination.min_normal_endings``. Student names and the files of a training
-run come from :mod:`metrobench.layout`, as the workflow's do.
-
-A model with ``repeats: k`` is its k runs wherever it is named (:meth:`StudyConfig.members`):
-its numbers are the mean over them, as a student group's are the mean over its seeds, and
-the bootstraps of Tables 9 and 10 resample its runs with its cases
-(:mod:`metrobench.stats.bootstrap`); :func:`repeats` is the run-to-run table.
+A builder takes what it reads and nothing more, as the table registry
+(:mod:`metrobench.paper.registry`) resolves it from the study config: models as
+:class:`~metrobench.paper.inputs.Model` (a student group is its seeds, a model with
+``repeats: k`` its k runs: its numbers are the mean over them, and the bootstraps of
+Tables 9 and 10 resample its runs with its cases, :mod:`metrobench.stats.bootstrap`),
+the leaderboard's rows (``reference`` rows, the rule baseline, are shown below the
+ranks and never ranked), the student sizes with their seeds' files, the bootstrap's
+settings, and the folders and files it reads. :func:`repeats` is the run-to-run table.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from metrobench import layout
+from metrobench.layout import QUANTIZED_GGUF
 from metrobench.paper.markdown import PUBLISHED_COLUMN, grid, markdown
 from metrobench.stats.bootstrap import (
     bootstrap,
@@ -49,27 +45,17 @@ from metrobench.stats.cases import Cases
 from metrobench.vocabulary import CATEGORIES, WHOLE_IN_REPORTS
 
 if TYPE_CHECKING:
-    from metrobench.study import StudyConfig
+    from metrobench.paper.inputs import Cell, Model, Printed, Resampling, Row, Seed, Student
 
 
 class Skip(Exception):
     """A table that the present results cannot fill; the message says what is missing."""
 
 
-def _need(cases: Cases, models: list[str], table: str) -> None:
+def _need(cases: Cases, models: Iterable[str], table: str) -> None:
     missing = [m for m in models if m not in set(cases.models())]
     if missing:
         raise Skip(f"{table}: no scores for {', '.join(missing)}")
-
-
-def _stats(config: StudyConfig) -> tuple[int, int]:
-    return config.stats.n_resamples, config.stats.seed
-
-
-def _members(config: StudyConfig, model: str) -> list[str]:
-    """A configured model name, a student group ``<size>-peft`` -> its seed models, a model with
-    ``repeats: k`` -> its k runs."""
-    return config.members([model])
 
 
 def headline_pair(cases: Cases, model: str, partition: str) -> tuple[float, float, float]:
@@ -79,11 +65,11 @@ def headline_pair(cases: Cases, model: str, partition: str) -> tuple[float, floa
     return low.tier1, low.composite, high.composite
 
 
-def group_headline(cases: Cases, config: StudyConfig, model: str, partition: str) -> tuple[float, float, float, int]:
-    members = _members(config, model)
-    _need(cases, members, model)
-    values = np.array([headline_pair(cases, m, partition) for m in members])
-    return (*values.mean(axis=0).tolist(), len(layout.members(config.seeds(), [model])))
+def group_headline(cases: Cases, model: Model, partition: str) -> tuple[float, float, float, int]:
+    """The mean headline over a model's runs, and how many seeds it pools."""
+    _need(cases, model.runs, model.name)
+    values = np.array([headline_pair(cases, m, partition) for m in model.runs])
+    return (*values.mean(axis=0).tolist(), len(model.seeds))
 
 
 def normal_endings(cases: Cases, model: str) -> float:
@@ -91,40 +77,39 @@ def normal_endings(cases: Cases, model: str) -> float:
     return float(cases.ended[m].mean()) if m.any() else float("nan")
 
 
-def table2(cases: Cases, config: StudyConfig, results: Path | None = None) -> pd.DataFrame:
+def table2(cases: Cases, rows: Sequence[Row], min_normal_endings: float, runs: Path | None = None) -> pd.DataFrame:
     """Leaderboard (held-out): composite, Tier 1.
 
     Ranked rows first (composite, then Tier 1, descending), then the rows below the
-    termination rule (unranked), then the reference lines (``reference: true``, the
-    rule baseline: the paper's "Rule-based baseline: 77.1, 84.6" below the ranks).
-    With ``results``, a row whose model's runs there disagree on their settings (one
-    system run under an edited config, another not) is refused, naming the model, the
-    systems and the field (:mod:`metrobench.paper.run_settings`).
+    termination rule (fewer than ``min_normal_endings`` of a row's cases end without a
+    harness error: unranked), then the reference lines (``reference``, the rule baseline:
+    the paper's "Rule-based baseline: 77.1, 84.6" below the ranks). With ``runs`` (the
+    benchmark view's transcripts, ``<runs>/<model>/<system>.jsonl``), a row whose runs
+    disagree on their settings (one system run under an edited config, another not) is
+    refused, naming the model, the systems and the field (:mod:`metrobench.paper.run_settings`).
     """
-    rows = config.leaderboard
     if not rows:
         raise Skip("table2: no leaderboard in the config")
-    if results is not None:
+    if runs is not None:
         from metrobench.paper.run_settings import check_models
 
-        check_models(results, config.bench.partition, config.members([row.model for row in rows]))
+        check_models(runs, [m for row in rows for m in row.model.runs])
     present = set(cases.models())
-    threshold = config.termination.min_normal_endings
     out, missing = [], []
     for row in rows:
-        members = _members(config, row.model)
+        members = row.model.runs
         if not all(m in present for m in members):
-            missing.append(row.model)
+            missing.append(row.model.name)
             continue
-        t1, low, high, n_seeds = group_headline(cases, config, row.model, "holdout")
+        t1, low, high, n_seeds = group_headline(cases, row.model, "holdout")
         endings = min(normal_endings(cases, m) for m in members)
         judged = all(cases.unjudged.get(m, 0) == 0 for m in members)
-        out.append({"model": row.model if row.label is None else row.label, "licence": row.licence,
+        out.append({"model": row.model.name if row.label is None else row.label, "licence": row.licence,
                     "vendor": row.vendor, "composite": round(low, 2),
                     "composite_upper": round(high, 2) if not judged else round(low, 2),
                     "judged": judged, "tier1": round(t1, 2), "seeds": n_seeds,
                     "normal_endings_pct": round(100 * endings, 1),
-                    "ranked": endings >= threshold and not row.reference, "reference": row.reference})
+                    "ranked": endings >= min_normal_endings and not row.reference, "reference": row.reference})
     if not out:
         raise Skip(f"table2: no scores for {', '.join(missing)}")
     frame = pd.DataFrame(out)
@@ -136,9 +121,8 @@ def table2(cases: Cases, config: StudyConfig, results: Path | None = None) -> pd
     return frame.reset_index(drop=True)
 
 
-def table3(cases: Cases, config: StudyConfig) -> pd.DataFrame:
+def table3(cases: Cases, cells: Sequence[Cell]) -> pd.DataFrame:
     """Serving-configuration sensitivity: held-out Tier 1 per (decoding, model) cell."""
-    cells = config.sensitivity
     if not cells:
         raise Skip("table3: no serving variants (sensitivity) in the config")
     _need(cases, [c.model for c in cells], "table3")
@@ -149,75 +133,75 @@ def table3(cases: Cases, config: StudyConfig) -> pd.DataFrame:
                          columns=list(dict.fromkeys(c.column for c in cells))).reset_index()
 
 
-def _gguf_size(results: Path, size: str, seed: int) -> int | None:
-    path = Path(layout.gguf_sizes(size, seed, str(results)))
-    if not path.is_file():
+def gguf_size(sizes: Path) -> int | None:
+    """The Q4_K_M GGUF's bytes as a seed's ``gguf_sizes.json`` records them (None: not exported yet)."""
+    if not sizes.is_file():
         return None
-    return json.loads(path.read_text()).get(layout.QUANTIZED_GGUF)
+    return json.loads(sizes.read_text()).get(QUANTIZED_GGUF)
 
 
-def _made_by(results: Path, size: str, seeds: list[int]) -> str | None:
+def _made_by(seeds: Sequence[Seed]) -> str | None:
     """Which llama.cpp converted and quantised a size's GGUFs (``gguf_sizes.json``), over its seeds."""
     from metrobench.training.export import LLAMA_CPP_KEY
 
     found = []
     for seed in seeds:
-        path = Path(layout.gguf_sizes(size, seed, str(results)))
+        path = seed.gguf_sizes
         made = json.loads(path.read_text()).get(LLAMA_CPP_KEY) if path.is_file() else None
         if made and made not in found:
             found.append(made)
     return " + ".join(found) or None
 
 
-def _published(cases: Cases, config: StudyConfig) -> dict[str, float | None] | None:
-    """Size -> held-out Tier 1 of the paper's released student (None: not scored); None: none configured."""
-    named = {size: spec.published for size, spec in config.students.items() if spec.published}
+def _published(cases: Cases, students: Sequence[Student]) -> dict[str, float | None] | None:
+    """Size -> held-out Tier 1 of the paper's released student (None: not scored); None: none named."""
+    named = {s.size: s.published for s in students if s.published}
     if not named:
         return None
     present = set(cases.models())
-    return {size: round(headline_pair(cases, named[size], "holdout")[0], 2)
-            if named.get(size) in present else None for size in config.students}
+    return {s.size: round(headline_pair(cases, named[s.size], "holdout")[0], 2)
+            if named.get(s.size) in present else None for s in students}
 
 
-def table4(cases: Cases, config: StudyConfig, results: Path) -> pd.DataFrame:
-    """PEFT sweep: held-out Tier 1 of base and each seed, mean, delta, seed spread, GGUF size.
+def table4(cases: Cases, students: Sequence[Student]) -> pd.DataFrame:
+    """PEFT sweep: held-out Tier 1 of base and each seed, mean, delta, seed spread, GGUF size
+    (each seed's ``gguf_sizes.json``).
 
-    Where the config names the paper's released student of a size (``students.<size>.published``),
-    a last column ``published_s42`` holds its held-out Tier 1 (blank while it has no scores).
+    Where a size names the paper's released student (``published``), a last column
+    ``published_s42`` holds its held-out Tier 1 (blank while it has no scores).
     """
-    students = config.students
     if not students:
         raise Skip("table4: no students in the config")
-    needed = [spec.base_model for spec in students.values()] + layout.student_models(config.seeds())
+    needed = [s.base_model for s in students] + [seed.model for s in students for seed in s.seeds]
     _need(cases, needed, "table4")
-    all_seeds = sorted({s for spec in students.values() for s in spec.seeds})
-    published = _published(cases, config)
+    all_seeds = sorted({seed.seed for s in students for seed in s.seeds})
+    published = _published(cases, students)
     rows = []
-    for size, spec in students.items():
-        base = headline_pair(cases, spec.base_model, "holdout")[0]
-        base_full = headline_pair(cases, spec.base_model, WHOLE_IN_REPORTS)[0]
-        per_seed = {s: headline_pair(cases, layout.student_name(size, s), "holdout")[0] for s in spec.seeds}
-        full = [headline_pair(cases, layout.student_name(size, s), WHOLE_IN_REPORTS)[0] for s in spec.seeds]
+    for student in students:
+        base = headline_pair(cases, student.base_model, "holdout")[0]
+        base_full = headline_pair(cases, student.base_model, WHOLE_IN_REPORTS)[0]
+        per_seed = {s.seed: headline_pair(cases, s.model, "holdout")[0] for s in student.seeds}
+        full = [headline_pair(cases, s.model, WHOLE_IN_REPORTS)[0] for s in student.seeds]
         mean = float(np.mean(list(per_seed.values())))
-        row: dict[str, Any] = {"size": size, "base_tier1": round(base, 2)}
+        row: dict[str, Any] = {"size": student.size, "base_tier1": round(base, 2)}
         for s in all_seeds:
             row[f"s{s}"] = round(per_seed[s], 2) if s in per_seed else None
-        sizes = [x for x in (_gguf_size(results, size, s) for s in spec.seeds) if x]
+        sizes = [x for x in (gguf_size(s.gguf_sizes) for s in student.seeds) if x]
         row.update({"mean": round(mean, 2), "delta": round(mean - base, 2),
                     "seed_spread": round(seed_spread(list(per_seed.values())), 2),
                     "delta_full": round(float(np.mean(full)) - base_full, 2),
                     "q4_k_m_gguf_bytes": int(np.mean(sizes)) if sizes else None})
         if published is not None:
-            row[PUBLISHED_COLUMN] = published[size]
+            row[PUBLISHED_COLUMN] = published[student.size]
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def table7(results: Path) -> pd.DataFrame:
-    path = Path(layout.teacher_composition(str(results)))
-    if not path.is_file():
-        raise Skip(f"table7: {path} not built yet")
-    return pd.read_csv(path, keep_default_na=False)
+def table7(composition: Path) -> pd.DataFrame:
+    """The training set's composition, as the teacher's filter wrote it beside the dataset."""
+    if not composition.is_file():
+        raise Skip(f"table7: {composition} not built yet")
+    return pd.read_csv(composition, keep_default_na=False)
 
 
 #: The paper's adapters per size as Table 8 prints them (MB, decimal; /work/shared/paper-tables.md):
@@ -232,8 +216,9 @@ def _adapter_dtypes(metrics: list[dict[str, Any]]) -> str | None:
     return "+".join(found) or None
 
 
-def table8(config: StudyConfig, results: Path) -> pd.DataFrame:
-    """Per size: max sequence length, training time per seed, adapter and Q4_K_M sizes.
+def table8(students: Sequence[Student]) -> pd.DataFrame:
+    """Per size: max sequence length, training time per seed, adapter and Q4_K_M sizes, from each
+    seed's training metrics and ``gguf_sizes.json``.
 
     Beside the adapter's bytes on disk (the mean over seeds), its LoRA parameter count and
     dtypes as training recorded them, and ``paper_adapter_bytes``, the paper's adapter of
@@ -242,59 +227,57 @@ def table8(config: StudyConfig, results: Path) -> pd.DataFrame:
     which llama.cpp converted and quantised the GGUFs (the build that serves them, by default).
     """
     rows, missing = [], []
-    for size, spec in config.students.items():
+    for student in students:
         metrics = []
-        for s in spec.seeds:
-            path = Path(layout.train_metrics(size, s, str(results)))
-            if path.is_file():
-                metrics.append(json.loads(path.read_text()))
+        for s in student.seeds:
+            if s.train_metrics.is_file():
+                metrics.append(json.loads(s.train_metrics.read_text()))
             else:
-                missing.append(f"{size}/seed{s}")
+                missing.append(f"{student.size}/seed{s.seed}")
         if not metrics:
             continue
-        sizes = [x for x in (_gguf_size(results, size, s) for s in spec.seeds) if x]
-        rows.append({"size": size, "max_seq": metrics[0]["recipe"]["max_length"],
+        sizes = [x for x in (gguf_size(s.gguf_sizes) for s in student.seeds) if x]
+        rows.append({"size": student.size, "max_seq": metrics[0]["recipe"]["max_length"],
                      "minutes_per_seed": round(float(np.mean([m["wall_s"] for m in metrics])) / 60, 1),
                      "adapter_bytes": int(np.mean([m["adapter_bytes"] for m in metrics])),
                      "adapter_params": metrics[0].get("adapter_params"), "adapter_dtypes": _adapter_dtypes(metrics),
-                     "paper_adapter_bytes": PAPER_ADAPTER_BYTES.get(size),
+                     "paper_adapter_bytes": PAPER_ADAPTER_BYTES.get(student.size),
                      "q4_k_m_gguf_bytes": int(np.mean(sizes)) if sizes else None,
-                     "gguf_llama_cpp": _made_by(results, size, spec.seeds), "seeds": len(metrics)})
+                     "gguf_llama_cpp": _made_by(student.seeds), "seeds": len(metrics)})
     if not rows:
         raise Skip(f"table8: no training metrics ({', '.join(missing) or 'no students'})")
     return pd.DataFrame(rows)
 
 
-def _runs(cases: Cases, config: StudyConfig, model: str, partition: str, metric: str) -> dict[str, list[float]]:
+def _runs(cases: Cases, model: Model, partition: str, metric: str) -> dict[str, list[float]]:
     """Per case, the model's value in each of its runs (a student group's seeds averaged), over the
     cases every run has: one value per case unless the model has ``repeats``."""
-    _need(cases, _members(config, model), model)
-    seeds = layout.members(config.seeds(), [model])
-    return runs_by_case([seed_mean([cases.by_case(layout.repeat_name(m, i), partition, metric) for m in seeds])
-                         for i in range(1, config.repeats.get(model, 1) + 1)])
+    _need(cases, model.runs, model.name)
+    return runs_by_case([seed_mean([cases.by_case(m, partition, metric) for m in repeat])
+                         for repeat in model.by_repeat])
 
 
-def _per_case(cases: Cases, config: StudyConfig, model: str, partition: str, metric: str) -> dict[str, float]:
+def per_case(cases: Cases, model: Model, partition: str, metric: str) -> dict[str, float]:
     """Per case, the mean over the model's seeds and runs."""
-    return {c: float(np.mean(v)) for c, v in _runs(cases, config, model, partition, metric).items()}
+    return {c: float(np.mean(v)) for c, v in _runs(cases, model, partition, metric).items()}
 
 
-def table9(cases: Cases, config: StudyConfig, partition: str = WHOLE_IN_REPORTS) -> pd.DataFrame:
-    """Bootstrap CIs of Tier 1 and composite per configured model, two statistics.
+def table9(cases: Cases, models: Sequence[Model], resampling: Resampling,
+           partition: str = WHOLE_IN_REPORTS) -> pd.DataFrame:
+    """Bootstrap CIs of Tier 1 and composite per model, two statistics.
 
     ``pooled``: the mean over cases, resampling cases (the paper's Table 9);
     ``headline``: the mean of the system means, resampling within systems (the
     statistic of the leaderboard, so its estimate is the headline number).
     """
-    models = config.stats_models(config.stats.bootstrap_models)
     if not models:
         raise Skip("table9: no model benchmarked (no leaderboard, models or stats.bootstrap_models)")
-    n_resamples, seed = _stats(config)
+    n_resamples, seed = resampling.n_resamples, resampling.seed
     rows = []
     for model in models:
-        per = {m: (_runs(cases, config, model, partition, m)) for m in ("tier1", "composite")}
+        per = {m: (_runs(cases, model, partition, m)) for m in ("tier1", "composite")}
         for statistic in ("pooled", "headline"):
-            row: dict[str, Any] = {"model": model, "partition": partition, "statistic": statistic}
+            row: dict[str, Any] = {"model": model.name, "partition": partition, "statistic": statistic}
             for metric, values in per.items():
                 if statistic == "pooled":
                     interval = bootstrap(list(values.values()), n_resamples=n_resamples, seed=seed)
@@ -309,21 +292,20 @@ def table9(cases: Cases, config: StudyConfig, partition: str = WHOLE_IN_REPORTS)
     return pd.DataFrame(rows)
 
 
-def table10(cases: Cases, config: StudyConfig) -> pd.DataFrame:
-    """Paired bootstrap of configured comparisons, held-out and full, with Holm-adjusted p."""
-    pairs = config.stats.comparisons
+def table10(cases: Cases, pairs: Sequence[tuple[Model, Model]], resampling: Resampling) -> pd.DataFrame:
+    """Paired bootstrap of the configured comparisons (a - b), held-out and full, with Holm-adjusted p."""
     if not pairs:
         raise Skip("table10: no comparisons in the config")
-    n_resamples, seed = _stats(config)
+    n_resamples, seed = resampling.n_resamples, resampling.seed
     rows = []
     for partition in ("holdout", WHOLE_IN_REPORTS):
         for a, b in pairs:
             for metric in ("tier1", "composite"):
-                interval, p = paired_bootstrap(_runs(cases, config, a, partition, metric),
-                                               _runs(cases, config, b, partition, metric),
+                interval, p = paired_bootstrap(_runs(cases, a, partition, metric),
+                                               _runs(cases, b, partition, metric),
                                                n_resamples=n_resamples, seed=seed)
                 # + 0.0: a difference of equal means over repeats may round to -0.0; a table prints 0.0
-                rows.append({"a": a, "b": b, "partition": partition, "metric": metric, "n": interval.n,
+                rows.append({"a": a.name, "b": b.name, "partition": partition, "metric": metric, "n": interval.n,
                              "delta": round(interval.estimate, 2) + 0.0, "lo": round(interval.lo, 2) + 0.0,
                              "hi": round(interval.hi, 2) + 0.0, "excludes_zero": interval.excludes_zero(),
                              "p": p})
@@ -332,35 +314,33 @@ def table10(cases: Cases, config: StudyConfig) -> pd.DataFrame:
     return frame
 
 
-def protocol(config: StudyConfig, results: Path) -> pd.DataFrame:
-    """How each model uses the kiosk protocol (:mod:`metrobench.paper.protocol`), from its transcripts.
+def protocol(runs: Path, models: Sequence[str]) -> pd.DataFrame:
+    """How each model uses the kiosk protocol (:mod:`metrobench.paper.protocol`), from its transcripts
+    under ``runs`` (``<runs>/<model>/<system>.jsonl``).
 
-    The models of Table 9 (``stats.bootstrap_models``, else every benchmarked model:
-    :meth:`StudyConfig.stats_models`), student groups as their seeds, repeats as their runs.
+    ``models``: run names, one row each (the registry gives Table 9's models, student groups as
+    their seeds, repeats as their runs).
     """
     from metrobench.paper.protocol import model_records, protocol_row
 
-    runs = Path(layout.runs_root(config.bench.partition, str(results)))
-    models = config.members(config.stats_models(config.stats.bootstrap_models))
     missing = [m for m in models if not any((runs / m).glob("*.jsonl"))]
     if not models or missing:
         raise Skip(f"protocol: no transcripts under {runs} for {', '.join(missing) or 'any model'}")
     return pd.DataFrame([protocol_row(m, model_records(runs, m)) for m in models])
 
 
-def category_matrix(cases: Cases, config: StudyConfig, partition: str = "holdout") -> pd.DataFrame:
+def category_matrix(cases: Cases, models: Sequence[Model], partition: str = "holdout") -> pd.DataFrame:
     """Per model x category, pooled case means of composite and Tier 1 (Figure 3's data)."""
-    models = config.stats_models(config.stats.category_models)
     if not models:
         raise Skip("categories: no model benchmarked (no leaderboard, models or stats.category_models)")
     rows = []
     for model in models:
-        t1 = _per_case(cases, config, model, partition, "tier1")
-        comp = _per_case(cases, config, model, partition, "composite")
+        t1 = per_case(cases, model, partition, "tier1")
+        comp = per_case(cases, model, partition, "composite")
         for cat in CATEGORIES:
             ids = [c for c in t1 if c.split("-")[1] == cat]
             if ids:
-                rows.append({"model": model, "category": cat, "n": len(ids),
+                rows.append({"model": model.name, "category": cat, "n": len(ids),
                              "composite": round(float(np.mean([comp[c] for c in ids])), 1),
                              "tier1": round(float(np.mean([t1[c] for c in ids])), 1)})
     return pd.DataFrame(rows)
@@ -393,26 +373,25 @@ def _repeat_row(cases: Cases, model: str, runs: list[str], accepted: list[dict[s
     return row
 
 
-def repeats(cases: Cases, config: StudyConfig, results: Path) -> pd.DataFrame:
-    """Run to run: per model with ``repeats: k`` (k > 1), held-out and full.
+def repeats(cases: Cases, models: Sequence[Model], runs: Path) -> pd.DataFrame:
+    """Run to run: per model run more than once (``repeats: k``, k > 1), held-out and full.
 
     Columns: ``runs`` (k), ``cases`` (the partition's cases every run scored), ``tier1_r<i>``
     (run i's headline Tier 1, the mean of the system means; blank past a model's k),
     ``tier1_mean`` (what Table 2 shows), ``tier1_sd`` (sample SD over the runs), ``tier1_range``
     (max - min), ``accepted_pct`` (the runs' mean share of those cases with an accepted
-    submission, :func:`metrobench.paper.protocol.accepted`, read from the benchmark's view of
-    the transcripts) and ``pass_k_pct`` (pass^k: the share accepted in all k runs).
+    submission, :func:`metrobench.paper.protocol.accepted`, read from the benchmark view's
+    transcripts under ``runs``) and ``pass_k_pct`` (pass^k: the share accepted in all k runs).
     """
-    if not config.repeats:
+    if not models:
         raise Skip("repeats: no model with repeats: k > 1 in the config")
-    transcripts = Path(layout.runs_root(config.bench.partition, str(results)))
-    width = max(config.repeats.values())
+    width = max(len(model.runs) for model in models)
     rows = []
-    for model in config.repeats:
-        runs = _members(config, model)
-        _need(cases, runs, "repeats")
-        accepted = [_accepted(transcripts, r) for r in runs]
-        rows += [_repeat_row(cases, model, runs, accepted, partition, width)
+    for model in models:
+        names = list(model.runs)
+        _need(cases, names, "repeats")
+        accepted = [_accepted(runs, r) for r in names]
+        rows += [_repeat_row(cases, model.name, names, accepted, partition, width)
                  for partition in ("holdout", WHOLE_IN_REPORTS)]
     return pd.DataFrame(rows)
 
@@ -422,13 +401,13 @@ def to_markdown(frame: pd.DataFrame) -> str:
     return grid(list(frame.columns), frame.itertuples(index=False))
 
 
-def write_table(frame: pd.DataFrame, path: Path, name: str | None = None,
-                config: StudyConfig | None = None) -> None:
+def write_table(frame: pd.DataFrame, path: Path, name: str | None = None, printed: Printed | None = None) -> None:
     """The frame as CSV at ``path`` (every column, machine-readable) and Markdown beside it.
 
     ``name`` (``table2`` ...): the Markdown is the paper's table as published
-    (:mod:`metrobench.paper.markdown`); otherwise it is the CSV's columns.
+    (:mod:`metrobench.paper.markdown`), with ``printed``'s labels and note; otherwise it is the
+    CSV's columns.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path, index=False, lineterminator="\n")
-    path.with_suffix(".md").write_text(markdown(name, frame, config) if name else to_markdown(frame))
+    path.with_suffix(".md").write_text(markdown(name, frame, printed) if name else to_markdown(frame))
