@@ -30,9 +30,12 @@ if TYPE_CHECKING:
 
 
 def recorded_selection(run: Run) -> Selection | None:
-    """The selection a run's records carry (``None`` if none does); an error if they disagree."""
+    """The selection a run states: its header's (a view's) and its records' (``None`` if none does);
+    an error if they disagree."""
     found = {json.dumps(r.meta["selection"], sort_keys=True) for r in run.records
              if isinstance(r.meta, dict) and r.meta.get("selection") is not None}
+    if run.header is not None and run.header.selection is not None:
+        found.add(json.dumps(run.header.selection, sort_keys=True))
     if not found:
         return None
     if len(found) > 1:
@@ -75,13 +78,18 @@ def record_systems(run: Run) -> Counter:
 
 
 def run_system(run: Run, explicit: str | None) -> str:
-    """The system a run belongs to: ``explicit`` if its records agree, else theirs (field, else case-id prefix).
+    """The system a run belongs to: ``explicit`` if the run agrees, else its own: its header's (which
+    :func:`~metrobench.transcripts.records.read_run` holds to its records), else, for an old transcript
+    or a reference result file, its records' (field, else the commonest case-id prefix).
 
     An explicit system that disagrees with the records is refused before anything is written:
     scoring a doha run as marta would otherwise replace marta's scores with "missing" cases.
     """
     if explicit:
         system = explicit
+        if run.header is not None and run.header.system != explicit:
+            raise MetrobenchError(f"{run.path}: --system {explicit}, but its header says {run.header.system} "
+                                  "(field system); score it under its own system (omit --system)")
         others = {s: n for s, n in record_systems(run).items() if s != explicit}
         if others:
             listed = ", ".join(f"{n} {s}" for s, n in sorted(others.items()))
