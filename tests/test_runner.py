@@ -265,15 +265,16 @@ def test_retries_then_resume_redoes_only_endpoint_failures(bench, tmp_path):
         second = run(bench, cfg(api.url, concurrency=1), ids, out)
     assert (second.ran, second.skipped, second.failed) == (1, 2, 0)
     lines = out.read_text().splitlines()
-    assert lines[:2] == kept  # the finished cases are untouched
-    assert sorted(json.loads(line)["case_id"] for line in lines) == ids
+    assert lines[:3] == kept  # the header and the finished cases are untouched
+    assert json.loads(lines[0])["header"]["system"] == "marta"
+    assert sorted(json.loads(line)["case_id"] for line in lines[1:]) == ids
 
     with pytest.raises(MetrobenchError, match="was run with other settings"):
         run(bench, cfg(api.url, temperature=0.7), ids, out)
     paid = out.read_bytes()
     with FakeOpenAI(lambda r: chat_payload("x")) as api:
         restarted = run(bench, cfg(api.url, temperature=0.7), ids, out, restart=True)
-    assert restarted.ran == 3 and len(out.read_text().splitlines()) == 3
+    assert restarted.ran == 3 and len(out.read_text().splitlines()) == 1 + 3  # its header and 3 cases
     # --restart set the old transcript aside under its fingerprint (issue 41): never deleted
     assert out.with_name(f"run.{cfg(api.url, concurrency=1).fingerprint()}.jsonl").read_bytes() == paid
 
@@ -429,7 +430,8 @@ def test_cli_set_aside_says_where_the_old_transcript_went(root, tmp_path, capsys
     said = capsys.readouterr()
     [aside] = [p for p in tmp_path.glob("d.*.jsonl")]
     assert f"set aside as {aside}" in said.out + said.err
-    assert json.loads(aside.read_text())["meta"]["settings"]["max_tokens"] == 512
+    header, record = (json.loads(line) for line in aside.read_text().splitlines())
+    assert header["header"]["settings"]["max_tokens"] == record["meta"]["settings"]["max_tokens"] == 512
 
 
 def test_provider_flag_offers_every_provider_the_model_config_accepts():

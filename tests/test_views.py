@@ -127,9 +127,9 @@ def test_a_changed_case_is_rerun_alone_and_every_other_views_cases_stay(root, tm
     with FakeOpenAI(lambda request: DECLINED) as api:
         assert _run(root, tmp_path, api.url, "all", full, work, "--limit", "6") == 0
         lines = work.read_text().splitlines()
-        first = json.loads(lines[0])
+        first = json.loads(lines[1])   # its first record (line 1 is the header)
         first["meta"]["case_sha"] = "0" * 16   # as if the case had been edited in the data since
-        lines[0] = json.dumps(first, ensure_ascii=False, separators=(",", ":"))
+        lines[1] = json.dumps(first, ensure_ascii=False, separators=(",", ":"))
         work.write_text("".join(line + "\n" for line in lines))
         paid = work.read_bytes()
         capsys.readouterr()
