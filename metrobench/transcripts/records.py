@@ -118,9 +118,7 @@ class CaseRecord:
     def to_json(self) -> str:
         # the fields as they are (not dataclasses.asdict, whose deep copy of every tool answer
         # was most of the rule agent's run time); the same bytes
-        text = json.dumps({name: getattr(self, name) for name in self.__dataclass_fields__},
-                          ensure_ascii=False, separators=(",", ":"))
-        return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
+        return _dumps({name: getattr(self, name) for name in self.__dataclass_fields__})
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, model: str = "", system: str = "") -> "CaseRecord":
@@ -242,6 +240,7 @@ class RunHeader:
 
 
 def _dumps(value: Any) -> str:
+    """One line of compact JSON, UTF-8 text as it is; a lone surrogate written as U+FFFD."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
 
@@ -371,7 +370,7 @@ def read_header(path: Path) -> RunHeader | None:
     path = Path(path)
     if not path.is_file():
         return None
-    for number, raw in _lines(path):
+    for _, raw in _lines(path):
         return RunHeader.from_line(raw, path) if HEADER in raw and "case_id" not in raw else None
     return None
 

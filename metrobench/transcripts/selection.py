@@ -4,7 +4,8 @@ A run's cases follow from its system, its partition (``all``, ``train`` or
 ``holdout``) under a split, and the narrowing options ``--sample N``,
 ``--cases`` and ``--limit``, applied in that order. ``run``, ``bench`` and
 ``rule-agent`` write that choice into every record they append
-(``meta.selection``, with the split as a digest of its case -> partition map),
+(``meta.selection``, with the split as a digest of its case -> partition map; a view also states
+it in its header),
 and ``score`` takes the cases from there: a case the run should hold but does
 not is scored as a failure, and a case outside the selection is never mixed in.
 An explicit ``--partition``/``--sample`` that names other cases wins with a

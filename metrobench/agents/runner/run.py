@@ -20,7 +20,10 @@ starts a new one — a work transcript holds every view's paid-for cases, so it 
 deleted. ``set_aside`` (``--set-aside``, what the workflow
 passes) starts a transcript made under other settings or serving afresh without losing
 it: the old file is renamed to ``<name>.<its fingerprint>.jsonl`` beside it (never over
-another file) and a new one begins, so a settings edit reruns and the paid-for cases stay. The whole run, resume check included, holds
+another file) and a new one begins, so a settings edit reruns and the paid-for cases stay. A transcript
+begun here starts with its header (:func:`run_header`: model, system, settings, serving), checked
+before the records on resume with the same refusals and set-aside; an old header-less one is resumed
+by its records and never given a header in its middle. The whole run, resume check included, holds
 the transcript's lock (:func:`~metrobench.transcripts.records.transcript_lock`): a
 second run on the same file refuses instead of doubling or losing cases.
 """
