@@ -363,13 +363,15 @@ def _current(path: Path, fingerprint: str | None = None) -> dict[str, CaseRecord
     a case whose records all ended on the infrastructure (``meta.retryable``: an outage, a refused
     connection, 5xx after retries) is not done, a rerun redoes it
     (:func:`~metrobench.transcripts.records.current_records`, what ``prepare_resume`` keeps). With
-    ``fingerprint``: none either when a record was made under other settings (``meta.config``), as
-    the resume then sets the whole transcript aside or refuses it."""
-    from metrobench.transcripts.records import current_records, iter_transcript
+    ``fingerprint``: none either when the header or a record was made under other settings
+    (``config``), as the resume then sets the whole transcript aside or refuses it."""
+    from metrobench.transcripts.records import current_records, read_transcript
 
     if not path.is_file():
         return {}
-    records = list(iter_transcript(path))
+    header, records = read_transcript(path)
+    if fingerprint is not None and header is not None and header.config != fingerprint:
+        return {}
     if fingerprint is not None and any(record.meta.get("config") != fingerprint for record in records):
         return {}
     return current_records(records)

@@ -174,7 +174,7 @@ def test_a_second_run_on_a_transcript_being_written_refuses_with_one_line(root, 
             stdout, stderr = first.communicate(timeout=60)
     assert first.returncode == 0, stderr
     assert "ran 3 cases (0 failed)" in stdout
-    ids = [json.loads(line)["case_id"] for line in out.read_text().splitlines()]
+    ids = [json.loads(line)["case_id"] for line in out.read_text().splitlines()[1:]]  # after the header
     assert sorted(ids) == IDS  # each case once
     assert not _locked(out)  # released on exit
     with FakeOpenAI(lambda r: chat_payload("x")) as api:  # and the next run may proceed

@@ -198,7 +198,8 @@ def test_a_lone_surrogate_is_recorded_as_the_replacement_character(bench, tmp_pa
     assert summary.ran == 1 and summary.problem() is None
     text = out.read_bytes().decode("utf-8")  # strict UTF-8
     # U+FFFD where the model wrote the surrogate (its verbatim argument string keeps the escape text)
-    assert "\ufffd" in text and not surrogates(json.loads(text))
+    header, record_line = text.splitlines()   # the run's header, then its one record
+    assert "\ufffd" in record_line and not surrogates(json.loads(record_line)) and not surrogates(json.loads(header))
     [record] = read_run(out).records
     assert record.error is None or not record.meta["retryable"]
     with FakeOpenAI(SURROGATES[where]) as api:  # a rerun: the case is done, nothing crashes

@@ -135,7 +135,7 @@ def test_holdout_run_scored_against_all_cases_reports_both_numbers(tmp_path, roo
     run = tmp_path / "doha.jsonl"
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
                  "--out", str(run)]) == 0
-    assert len(run.read_text().splitlines()) == 39
+    assert len(run.read_text().splitlines()) == 1 + 39   # the header, then the held-out cases
     assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "s"),
                  "--partition", "all"]) == 0
     captured = capsys.readouterr()
@@ -156,7 +156,8 @@ def test_several_systems_in_one_process_write_one_transcript_each(tmp_path, root
                  "holdout", "--out", str(both / "{system}.jsonl"), "--no-verify"]) == 0
     assert sorted(p.name for p in both.glob("*.jsonl")) == ["cta.jsonl", "doha.jsonl"]  # beside their locks
     assert (both / "doha.jsonl").read_bytes() == (one / "doha.jsonl").read_bytes()
-    cta = [json.loads(line) for line in (both / "cta.jsonl").read_text().splitlines()]
+    header, *cta = (json.loads(line) for line in (both / "cta.jsonl").read_text().splitlines())
+    assert header["header"]["system"] == "cta" and header["header"]["model"] == "rule-agent"
     assert {r["system"] for r in cta} == {"cta"} and {r["meta"]["selection"]["system"] for r in cta} == {"cta"}
     capsys.readouterr()
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--system", "cta",
@@ -208,7 +209,9 @@ def test_cli_teacher_mode_is_fingerprinted(tmp_path, root, capsys):
     assert "39 cases of doha run, 0 already there (0 failed, teacher mode)" in capsys.readouterr().out
     lines = {m: [json.loads(x) for x in (tmp_path / m / "doha.jsonl").read_text().splitlines()]
              for m in ("baseline", "teacher")}
-    configs = {m: {r["meta"]["config"] for r in lines[m]} for m in lines}
+    headers = {m: lines[m].pop(0)["header"] for m in lines}   # the first line states the run once
+    configs = {m: {r["meta"]["config"] for r in lines[m]} | {headers[m]["config"]} for m in lines}
+    assert headers["teacher"]["settings"]["mode"] == "teacher"
     assert len(configs["teacher"]) == len(configs["baseline"]) == 1 and configs["teacher"] != configs["baseline"]
     assert {r["meta"]["settings"]["mode"] for r in lines["teacher"]} == {"teacher"}
     assert {r["meta"]["settings"]["provider"] for r in lines["baseline"]} == {"scripted"}
@@ -228,8 +231,11 @@ def test_bench_runs_the_configs_rule_agent_as_any_model_its_teacher_mode_in_a_wo
         assert main(["bench", "--data", str(root), "--config", "config/demo.yaml", "--model", "rule-agent",
                      "--system", "doha", "--partition", partition, "--work", str(work), "--set-aside",
                      "--rerun-changed", "--out", str(out), *teacher]) == 0
-        return [json.loads(line) for line in out.read_text().splitlines()]
+        header, *records = (json.loads(line) for line in out.read_text().splitlines())
+        views[partition] = header["header"]
+        return records
 
+    views: dict[str, dict] = {}
     held = bench("holdout")
     train = bench("train", "--teacher")
     assert len(held) == 39 and len(train) == 117
@@ -248,7 +254,11 @@ def test_bench_runs_the_configs_rule_agent_as_any_model_its_teacher_mode_in_a_wo
     alias = tmp_path / "alias.jsonl"
     assert main(["rule-agent", "--data", str(root), "--system", "doha", "--partition", "holdout",
                  "--out", str(alias)]) == 0
-    assert [json.loads(line) for line in alias.read_text().splitlines()] == held
+    header, *records = (json.loads(line) for line in alias.read_text().splitlines())
+    assert records == held
+    # and the same header, but for the view's selection (a transcript runs append to states none)
+    assert header["header"]["selection"] is None
+    assert views["holdout"] == {**header["header"], "selection": held[0]["meta"]["selection"]}
 
 
 def test_the_scripted_provider_settings():

@@ -265,15 +265,16 @@ def test_retries_then_resume_redoes_only_endpoint_failures(bench, tmp_path):
         second = run(bench, cfg(api.url, concurrency=1), ids, out)
     assert (second.ran, second.skipped, second.failed) == (1, 2, 0)
     lines = out.read_text().splitlines()
-    assert lines[:2] == kept  # the finished cases are untouched
-    assert sorted(json.loads(line)["case_id"] for line in lines) == ids
+    assert lines[:3] == kept  # the header and the finished cases are untouched
+    assert json.loads(lines[0])["header"]["system"] == "marta"
+    assert sorted(json.loads(line)["case_id"] for line in lines[1:]) == ids
 
     with pytest.raises(MetrobenchError, match="was run with other settings"):
         run(bench, cfg(api.url, temperature=0.7), ids, out)
     paid = out.read_bytes()
     with FakeOpenAI(lambda r: chat_payload("x")) as api:
         restarted = run(bench, cfg(api.url, temperature=0.7), ids, out, restart=True)
-    assert restarted.ran == 3 and len(out.read_text().splitlines()) == 3
+    assert restarted.ran == 3 and len(out.read_text().splitlines()) == 1 + 3  # its header and 3 cases
     # --restart set the old transcript aside under its fingerprint (issue 41): never deleted
     assert out.with_name(f"run.{cfg(api.url, concurrency=1).fingerprint()}.jsonl").read_bytes() == paid
 
@@ -429,7 +430,8 @@ def test_cli_set_aside_says_where_the_old_transcript_went(root, tmp_path, capsys
     said = capsys.readouterr()
     [aside] = [p for p in tmp_path.glob("d.*.jsonl")]
     assert f"set aside as {aside}" in said.out + said.err
-    assert json.loads(aside.read_text())["meta"]["settings"]["max_tokens"] == 512
+    header, record = (json.loads(line) for line in aside.read_text().splitlines())
+    assert header["header"]["settings"]["max_tokens"] == record["meta"]["settings"]["max_tokens"] == 512
 
 
 def test_provider_flag_offers_every_provider_the_model_config_accepts():
@@ -440,3 +442,84 @@ def test_provider_flag_offers_every_provider_the_model_config_accepts():
     from metrobench.commands.common import PROVIDERS
 
     assert PROVIDERS == get_args(Provider)
+
+
+# --- the run header (issue 42 item 4) -----------------------------------------------------------------
+
+
+def _lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_new_transcript_begins_with_its_header_stating_the_run_once(bench, tmp_path):
+    import metrobench
+    from metrobench.agents.serving_record import hosted_record
+
+    ids = ["MARTA-A-001", "MARTA-A-002"]
+    config = None
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        config = cfg(api.url, max_tokens=512)
+        for name in ("a.jsonl", "b.jsonl"):
+            run(bench, config, ids, tmp_path / name, serving=hosted_record(config))
+        run(bench, config, ids + ["MARTA-A-003"], tmp_path / "a.jsonl", serving=hosted_record(config))  # resumed
+    header, *records = _lines(tmp_path / "a.jsonl")
+    assert header == {"header": {"model": "fake", "system": "marta", "config": config.fingerprint(),
+                                 "settings": config.settings(), "serving": hosted_record(config),
+                                 "selection": None, "version": metrobench.__version__, "format": 2}}
+    # once: a resume appends records, never a second header; records keep their own stamps
+    assert [r["case_id"] for r in records] == ids + ["MARTA-A-003"] and all("header" not in r for r in records)
+    assert {r["meta"]["config"] for r in records} == {config.fingerprint()}
+    # no time stamp in it: the same run writes the same header, byte for byte
+    assert (tmp_path / "a.jsonl").read_text().splitlines()[0] == (tmp_path / "b.jsonl").read_text().splitlines()[0]
+    read = read_run(tmp_path / "a.jsonl")
+    assert read.header is not None and read.header.config == config.fingerprint()
+    assert [r.case_id for r in read.records] == ids + ["MARTA-A-003"]   # the header is no case
+
+
+def test_the_header_is_checked_first_refused_or_set_aside_with_the_same_words(bench, tmp_path, capsys):
+    out = tmp_path / "marta.jsonl"
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        old = cfg(api.url, max_tokens=512)
+        run(bench, old, ["MARTA-A-001"], out)
+        # a header-only transcript (killed before its first case ended) is checked all the same
+        lone = tmp_path / "lone.jsonl"
+        lone.write_text(out.read_text().splitlines()[0] + "\n")
+        new = cfg(api.url, max_tokens=256)
+        paid_out = out.read_bytes()
+        for path in (out, lone):
+            paid = path.read_bytes()
+            with pytest.raises(MetrobenchError) as refused:
+                run(bench, new, ["MARTA-A-001"], path)
+            assert str(refused.value) == (
+                f"{path}: header: the transcript was run with other settings (max_tokens 512 → 256; config "
+                f"{old.fingerprint()}, now {new.fingerprint()}); rerun with --set-aside to keep it aside and "
+                "start afresh, or write to another file")
+            assert path.read_bytes() == paid
+        with pytest.raises(MetrobenchError, match="header: field system: every case is a marta case, not doha"):
+            run_model(old, bench.system("doha"), [bench.cases("doha")[0]], out,
+                      progress_stream=open("/dev/null", "w"))
+        capsys.readouterr()
+        again = run_model(new, bench.system("marta"), [bench.case("MARTA-A-001")], out, set_aside_changed=True)
+    assert again.ran == 1
+    said = capsys.readouterr().err
+    aside = out.with_name(f"marta.{old.fingerprint()}.jsonl")
+    assert f"{out}: header: the transcript was run with other settings (max_tokens 512 → 256" in said
+    assert f"set aside as {aside}; starting afresh" in said
+    assert aside.read_bytes() == paid_out                            # kept whole, its header first
+    assert _lines(out)[0]["header"]["config"] == new.fingerprint()   # the new file begins with its own
+
+
+def test_an_old_header_less_transcript_is_read_and_resumed_without_a_header_added(bench, tmp_path):
+    out = tmp_path / "marta.jsonl"
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        config = cfg(api.url)
+        run(bench, config, ["MARTA-A-001"], out)
+        out.write_text("".join(line + "\n" for line in out.read_text().splitlines()[1:]))  # as the old writer left it
+        old = out.read_bytes()
+        resumed = run(bench, config, ["MARTA-A-001", "MARTA-A-002"], out)
+    assert (resumed.ran, resumed.skipped) == (1, 1)
+    assert out.read_bytes().startswith(old)                       # appended to as it was
+    assert all("header" not in line for line in _lines(out))      # never a header in its middle
+    read = read_run(out)
+    assert read.header is None and (read.model, read.system) == ("fake", "marta")   # from its records
+    assert [r.case_id for r in read.records] == ["MARTA-A-001", "MARTA-A-002"]

@@ -132,8 +132,9 @@ def test_resume_refuses_another_gguf_build_or_template_naming_the_difference(tmp
         return code, capsys.readouterr().err.strip()
 
     assert bench()[0] == 0
-    record = json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])
+    header, record = (json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines())
     serving = record["meta"]["serving"]
+    assert header["header"]["serving"] == serving  # stated once in the header, kept by the record
     assert serving["gguf"] == "model.gguf" and serving["build"]["build"] == 1 and serving["parallel"] == 1
     assert len(serving["gguf_sha256"]) == 64 and len(serving["template_sha256"]) == 64
     assert bench() == (0, "")                         # the same serving resumes (nothing to run)

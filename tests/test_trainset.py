@@ -42,7 +42,10 @@ def runs(tmp_path_factory, root):
 
 
 def _records(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    """A transcript's records as written (its first line, the header, is none)."""
+    header, *records = (json.loads(line) for line in path.read_text().splitlines())
+    assert set(header) == {"header"}
+    return records
 
 
 def _last_submit_refused(record) -> bool:

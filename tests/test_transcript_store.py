@@ -139,3 +139,76 @@ def test_a_run_is_scored_only_under_the_model_its_records_name(tmp_path, root, c
     bare.write_text(json.dumps({"case_id": "DOHA-A-001"}) + "\n")
     assert main(["score", "--data", str(root), "--run", str(bare), "--out", str(out), "--judge", "none",
                  "--model", "m"]) == 0
+
+
+# --- the run header (issue 42 item 4) -----------------------------------------------------------------
+
+
+def test_readers_take_model_and_system_from_the_header_and_never_count_it(tmp_path):
+    from metrobench.transcripts.records import RunHeader, iter_transcript, read_header
+    from metrobench.transcripts.selection import run_system
+
+    path = tmp_path / "t.jsonl"
+    header = RunHeader(model="m", system="doha", config="abc")
+    # records that name neither (and a case id whose prefix is another system's): the header decides
+    with TranscriptWriter(path, header) as writer:
+        writer.write(CaseRecord(case_id="MARTA-A-001"))
+    with TranscriptWriter(path, header) as writer:      # a writer on a begun file adds no second header
+        writer.write(CaseRecord(case_id="MARTA-A-002"))
+    assert path.read_text().splitlines()[0] == header.to_json()
+    assert sum('"header"' in line for line in path.read_text().splitlines()) == 1
+    run = read_run(path)
+    assert (run.model, run.system, run.header) == ("m", "doha", header)
+    assert [(r.case_id, r.model, r.system) for r in run.records] == [("MARTA-A-001", "m", "doha"),
+                                                                       ("MARTA-A-002", "m", "doha")]
+    assert [r.case_id for r in iter_transcript(path)] == ["MARTA-A-001", "MARTA-A-002"]
+    assert read_header(path) == header and run_system(run, None) == "doha"
+    with pytest.raises(MetrobenchError, match="--system marta, but its header says doha"):
+        run_system(run, "marta")
+
+
+def test_the_old_vote_reads_a_header_less_transcript(tmp_path):
+    from metrobench.transcripts.records import read_header
+    from metrobench.transcripts.selection import run_system
+
+    path = tmp_path / "old.jsonl"
+    path.write_text('{"case_id": "DOHA-A-001"}\n{"case_id": "DOHA-A-002", "model": "m"}\n')
+    run = read_run(path)
+    assert run.header is None and read_header(path) is None
+    assert (run.model, run.system, run_system(run, None)) == ("m", "", "doha")   # the case ids' prefix
+
+
+def test_a_header_out_of_place_or_disagreeing_is_one_error_naming_file_line_and_field(tmp_path):
+    from metrobench.transcripts.records import RunHeader
+
+    header = RunHeader(model="m", system="marta").to_json()
+    record = CaseRecord(case_id="MARTA-A-001", model="m", system="marta").to_json()
+    cases = {
+        "joined.jsonl": (f"{header}\n{record}\n{header}\n", r"joined.jsonl: line 3: field header: .*first line only"),
+        "other.jsonl": (f"{header}\n" + record.replace('"system":"marta"', '"system":"doha"') + "\n",
+                        r"other.jsonl: case MARTA-A-001: field system: 'doha', but the header says 'marta'"),
+        "future.jsonl": (header.replace('"format":2', '"format":99') + "\n",
+                         r"future.jsonl: line 1: field header.format: 99 is not a transcript format"),
+        "nameless.jsonl": ('{"header": {"model": "m", "format": 2}}\n',
+                           r"nameless.jsonl: line 1: field header.system: must be a non-empty string"),
+    }
+    for name, (text, message) in cases.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(MetrobenchError, match=message):
+            read_run(tmp_path / name)
+
+
+def test_a_run_scores_the_same_with_its_header_as_without(root, tmp_path):
+    """The header is no case: the scorer reads the same records, model and system from either file."""
+    from metrobench.transcripts.records import RunHeader, write_transcript
+
+    records = [CaseRecord(case_id="MARTA-A-001", model="m", system="marta", error="x"),
+               CaseRecord(case_id="MARTA-A-002", model="m", system="marta", response={"outcome": "request_declined"})]
+    with_header, without = tmp_path / "a" / "marta.jsonl", tmp_path / "b" / "marta.jsonl"
+    write_transcript(with_header, records, RunHeader(model="m", system="marta"))
+    write_transcript(without, records)
+    tables = []
+    for path, out in ((with_header, tmp_path / "sa"), (without, tmp_path / "sb")):
+        assert main(["score", "--data", str(root), "--run", str(path), "--out", str(out), "--no-verify"]) == 0
+        tables.append(pq.read_table(out / "model=m" / "system=marta" / "part.parquet").to_pylist())
+    assert tables[0] == tables[1] and {r["case_id"] for r in tables[0]} >= {"MARTA-A-001", "MARTA-A-002"}

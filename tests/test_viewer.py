@@ -98,14 +98,15 @@ def runs(root, tmp_path_factory):
     base = tmp_path_factory.mktemp("viewer")
     run = base / "runs" / "rule-agent" / "marta.jsonl"
     assert main(["rule-agent", "--data", str(root), "--system", "marta", "--out", str(run)]) == 0
-    lines = run.read_text().splitlines()
+    header, *lines = run.read_text().splitlines()   # the header, then the records
     first = json.loads(lines[0])
     first["model"] = "tampered"
     first["response"]["ui_updates"]["assistant_message"] = EVIL
     copy = base / "runs" / "tampered" / "marta.jsonl"
     copy.parent.mkdir(parents=True)
-    copy.write_text("\n".join([json.dumps(first)] + [ln.replace('"model":"rule-agent"', '"model":"tampered"')
-                                                     for ln in lines[1:]]) + "\n")
+    tamper = [header, *lines[1:]]   # the header first (model renamed too), the tampered record second
+    renamed = [ln.replace('"model":"rule-agent"', '"model":"tampered"') for ln in tamper]
+    copy.write_text("\n".join([renamed[0], json.dumps(first), *renamed[1:]]) + "\n")
     for path in (run, copy):
         assert main(["score", "--data", str(root), "--run", str(path), "--out", str(base / "scores")]) == 0
     return base, first["case_id"]
@@ -199,10 +200,10 @@ def test_a_lone_surrogate_in_a_recorded_reply_is_shown_as_its_escape(runs, tmp_p
     base = tmp_path / "copy"          # the fixture is shared by the module: edit a copy, never it
     shutil.copytree(shared, base)
     run = base / "runs" / "tampered" / "marta.jsonl"
-    lines = run.read_text().splitlines()
+    header, *lines = run.read_text().splitlines()
     first = json.loads(lines[0])
     first["response"]["ui_updates"]["assistant_message"] = "before \ud800 after"   # JSON writes it as \\ud800
-    run.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    run.write_text("\n".join([header, json.dumps(first), *lines[1:]]) + "\n")
     assert "\\ud800" in run.read_text()
     out = tmp_path / "site"
     assert main(["view", "--runs", str(base / "runs"), "--scores", str(base / "scores"), "--model", "tampered",

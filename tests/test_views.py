@@ -59,6 +59,13 @@ def test_a_held_out_run_grows_to_the_full_matrix_running_only_the_missing_cases(
         records = read_run(path).records
         assert sorted(r.case_id for r in records) == sorted(ids)
         assert {r.meta["selection"]["partition"] for r in records} == {partition}
+    # each view begins with the work transcript's header, stating its own selection
+    work_header = json.loads(work.read_text().splitlines()[0])["header"]
+    assert work_header["selection"] is None and work_header["system"] == "doha"
+    for path, partition in ((held, "holdout"), (full, "all")):
+        header = json.loads(path.read_text().splitlines()[0])["header"]
+        assert header == {**work_header, "selection": read_run(path).records[0].meta["selection"]}
+        assert header["selection"]["partition"] == partition and read_run(path).header.system == "doha"
     # the held-out cases score identically in both views
     a, b = _scores(root, held, tmp_path / "a"), _scores(root, full, tmp_path / "b")
     assert set(a) == set(holdout) and set(b) == set(every)
@@ -127,9 +134,9 @@ def test_a_changed_case_is_rerun_alone_and_every_other_views_cases_stay(root, tm
     with FakeOpenAI(lambda request: DECLINED) as api:
         assert _run(root, tmp_path, api.url, "all", full, work, "--limit", "6") == 0
         lines = work.read_text().splitlines()
-        first = json.loads(lines[0])
+        first = json.loads(lines[1])   # its first record (line 1 is the header)
         first["meta"]["case_sha"] = "0" * 16   # as if the case had been edited in the data since
-        lines[0] = json.dumps(first, ensure_ascii=False, separators=(",", ":"))
+        lines[1] = json.dumps(first, ensure_ascii=False, separators=(",", ":"))
         work.write_text("".join(line + "\n" for line in lines))
         paid = work.read_bytes()
         capsys.readouterr()
@@ -145,7 +152,7 @@ def test_a_changed_case_is_rerun_alone_and_every_other_views_cases_stay(root, tm
         assert "ran 1 case (0 failed), 0 already done" in out
         assert work.read_bytes().startswith(paid)     # appended: every paid-for record stays
         records = read_run(work).records
-        assert [r.case_id for r in records] == [json.loads(line)["case_id"] for line in lines] + [changed]
+        assert [r.case_id for r in records] == [json.loads(line)["case_id"] for line in lines[1:]] + [changed]
         assert records[-1].meta["case_sha"] != "0" * 16
         [view] = read_run(one).records
         assert view.meta["case_sha"] == records[-1].meta["case_sha"]
@@ -181,3 +188,27 @@ def test_a_linked_view_path_is_the_work_transcript_too(tmp_path):
             check_view_path(work, out)
     check_view_path(work, tmp_path / "w" / "holdout.jsonl")        # another file: fine
     check_view_path(tmp_path / "new" / "doha.jsonl", tmp_path / "new" / "view.jsonl")  # neither there yet
+
+
+def test_a_view_cut_from_an_old_header_less_work_transcript_gets_a_header_and_scores_the_same(root, bench, tmp_path):
+    """Issue 42: a view always begins with a header; cut from a work transcript written before headers,
+    the header is made from its records (model, system, the stamps they agree on)."""
+    from metrobench.data.selection import Selection
+    from metrobench.transcripts.views import cut_view
+
+    work, view = tmp_path / "w" / "doha.jsonl", tmp_path / "view.jsonl"
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        assert _run(root, tmp_path, api.url, "all", view, work, "--limit", "3") == 0
+    header, *records = work.read_text().splitlines()
+    old_work = tmp_path / "old" / "doha.jsonl"
+    old_work.parent.mkdir()
+    old_work.write_text("".join(line + "\n" for line in records))     # as the old writer left it
+    from_old = tmp_path / "from-old.jsonl"
+    selection = Selection.from_meta(json.loads(records[0])["meta"]["selection"], "test")
+    cases = [bench.case(json.loads(line)["case_id"]) for line in records]
+    assert cut_view(old_work, from_old, selection, cases) == 3
+    made = json.loads(from_old.read_text().splitlines()[0])["header"]
+    stated = json.loads(header)["header"]
+    assert made == {**stated, "selection": selection.to_meta(), "version": ""}   # which metrobench began it: unknown
+    assert from_old.read_text().splitlines()[1:] == view.read_text().splitlines()[1:]
+    assert _scores(root, from_old, tmp_path / "a") == _scores(root, view, tmp_path / "b")

@@ -462,7 +462,8 @@ def test_an_edited_model_setting_reruns_its_runs_and_keeps_the_old_transcript(tm
         assert again.returncode == 0, again.stderr[-3000:]
     [aside] = [p for p in work.parent.glob("marta.*.jsonl")]
     assert aside.read_bytes() == paid
-    records = [json.loads(line) for line in work.read_text().splitlines()]
+    header, *records = (json.loads(line) for line in work.read_text().splitlines())
+    assert header["header"]["settings"]["max_tokens"] == 256   # the new transcript begins with its own header
     assert len(records) == 2 and {r["meta"]["settings"]["max_tokens"] for r in records} == {256}
     log = (cwd / "logs" / "runs" / "holdout" / "fake" / "marta.log").read_text()
     assert f"set aside as {aside.relative_to(cwd)}" in log

@@ -31,6 +31,22 @@ infrastructure; an HTTP 400 whose body says the context was exceeded is
 ``context``), so old transcripts read and score exactly as before; an ending
 recorded is never re-derived.
 
+The first line of a transcript is its header (:class:`RunHeader`, issue 42): one object
+``{"header": {...}}`` (a key no record has) stating once what the whole file is a run of:
+``model``, ``system``, ``config`` (the settings fingerprint) and ``settings``, ``serving`` (the
+serving record), ``selection`` (a view's, which holds one; ``null`` in a transcript runs append to,
+whose records each keep their own, since several targets' runs share a work transcript), ``version``
+(the metrobench that began the file) and ``format`` (:data:`FORMAT`). It holds no time stamp, so the
+bytes stay a function of the inputs. :class:`TranscriptWriter` writes it when it begins a file;
+:func:`write_transcript` writes it first when given one; a header-less transcript (format 1, from
+before the header) is never given one in the middle: it stays header-less until ``--restart`` or
+``--set-aside`` starts a new file. Records keep what varies per case (case hash, ending, timings) and,
+still, the run stamps (``meta.config``, ``settings``, ``serving``, ``selection``): the resume of old
+transcripts and the paper's settings and serving tables read them per record. Readers
+(:func:`iter_transcript`, :func:`read_run`) never count the header as a case; :func:`read_run` takes
+model and system from it (:attr:`Run.header`), and from the records (the first that names them, else
+the case ids' prefix) only for old transcripts and the reference's result JSON.
+
 Text is written as UTF-8; a lone surrogate (which JSON can carry but UTF-8
 cannot encode) is written as U+FFFD REPLACEMENT CHARACTER, so no record a model
 produced can fail to be written.
@@ -48,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from metrobench import __version__
 from metrobench.atomic import atomic_open, lock_path, sidecar_lock
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_objects, read_utf8
@@ -67,6 +84,10 @@ MODEL, CONTEXT, INFRASTRUCTURE = "model", "context", "infrastructure"
 #: ``n_ctx``) and its two messages, the second from a slot whose cache cannot be shifted.
 CONTEXT_MARKERS = ("exceed_context_size_error", "exceeds the available context size",
                    "larger than the max context size")
+#: The transcript format written (a header's ``format``); 1 is the header-less format before it.
+FORMAT = 2
+#: The header line's one key (no record has it).
+HEADER = "header"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _ERROR_ENDINGS = (("Exhausted ", "round_budget"), ("empty-response", "empty_replies"),
                   ("truncated:", "token_limit"))
@@ -97,9 +118,7 @@ class CaseRecord:
     def to_json(self) -> str:
         # the fields as they are (not dataclasses.asdict, whose deep copy of every tool answer
         # was most of the rule agent's run time); the same bytes
-        text = json.dumps({name: getattr(self, name) for name in self.__dataclass_fields__},
-                          ensure_ascii=False, separators=(",", ":"))
-        return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
+        return _dumps({name: getattr(self, name) for name in self.__dataclass_fields__})
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, model: str = "", system: str = "") -> "CaseRecord":
@@ -183,6 +202,49 @@ def mark_ending(record: CaseRecord) -> None:
     record.meta["retryable"] = record.meta["ending_kind"] == INFRASTRUCTURE
 
 
+@dataclass(frozen=True)
+class RunHeader:
+    """A transcript's first line: what every record of the file is a run of, stated once."""
+
+    model: str
+    system: str
+    config: str | None = None
+    settings: dict[str, Any] | None = None
+    serving: dict[str, Any] | None = None
+    selection: dict[str, Any] | None = None
+    version: str = __version__
+    format: int = FORMAT
+
+    def to_json(self) -> str:
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return _dumps({HEADER: fields})
+
+    def with_selection(self, selection: dict[str, Any] | None) -> "RunHeader":
+        """The same header stating ``selection`` (a view's)."""
+        return RunHeader(**{**{n: getattr(self, n) for n in self.__dataclass_fields__}, "selection": selection})
+
+    @classmethod
+    def from_line(cls, raw: dict[str, Any], path: Path) -> "RunHeader":
+        """The header of a parsed first line (``{"header": {...}}``); a malformed one names the file and field."""
+        body = raw.get(HEADER)
+        if not isinstance(body, dict):
+            raise MetrobenchError(f"{path}: line 1: field header: must be an object")
+        for name in ("model", "system"):
+            if not isinstance(body.get(name), str) or not body[name]:
+                raise MetrobenchError(f"{path}: line 1: field header.{name}: must be a non-empty string")
+        if not isinstance(body.get("format"), int) or body["format"] > FORMAT:
+            raise MetrobenchError(f"{path}: line 1: field header.format: {body.get('format')!r} is not a "
+                                  f"transcript format this metrobench reads (1 to {FORMAT}); update metrobench")
+        known = {k: v for k, v in body.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def _dumps(value: Any) -> str:
+    """One line of compact JSON, UTF-8 text as it is; a lone surrogate written as U+FFFD."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
+
+
 @dataclass
 class Run:
     """The records of one run file, in file order, and what kind of file it was."""
@@ -192,16 +254,26 @@ class Run:
     model: str
     system: str
     kind: str  # "transcript" (our JSONL) or "reference" (the reference runner's JSON)
+    header: RunHeader | None = None  # a transcript's header (None: an old transcript, a reference file)
 
 
 class TranscriptWriter:
-    """Appends records to a transcript file, one flushed and fsynced line per case."""
+    """Appends records to a transcript file, one flushed and fsynced line per case.
 
-    def __init__(self, path: Path) -> None:
+    ``header``: written first when the writer begins the file (none there, or empty after cutting a
+    killed writer's unfinished line); a file that already holds lines is appended to as it is, so an
+    old header-less transcript never gains a header in its middle."""
+
+    def __init__(self, path: Path, header: RunHeader | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _drop_partial_last_line(self.path)
+        begins = not self.path.exists() or self.path.stat().st_size == 0
         self._fh: TextIO = open(self.path, "a", encoding="utf-8")
+        if header is not None and begins:
+            self._fh.write(header.to_json() + "\n")
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
 
     def write(self, record: CaseRecord) -> None:
         self._fh.write(record.to_json() + "\n")
@@ -270,22 +342,67 @@ def _drop_partial_last_line(path: Path) -> None:
         fh.truncate(cut)
 
 
-def write_transcript(path: Path, records: Iterable[CaseRecord]) -> None:
-    """Write a whole transcript at once (atomically: temporary file, then rename)."""
+def write_transcript(path: Path, records: Iterable[CaseRecord], header: RunHeader | None = None) -> None:
+    """Write a whole transcript at once (atomically: temporary file, then rename), ``header`` first if given."""
     with atomic_open(path) as fh:
+        if header is not None:
+            fh.write(header.to_json() + "\n")
         for record in records:
             fh.write(record.to_json() + "\n")
 
 
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of a transcript, the header included (only as line 1)."""
+    path = Path(path)
+    for number, raw in iter_objects(path, unfinished="skip"):
+        if HEADER in raw and "case_id" not in raw:
+            if number != 1:
+                raise MetrobenchError(f"{path}: line {number}: field header: a header belongs on the first "
+                                      "line only (two transcripts joined?)")
+        elif not isinstance(raw.get("case_id"), str):
+            raise MetrobenchError(f"{path}: line {number}: field case_id: each line must be a JSON object "
+                                  "with a string case_id")
+        yield number, raw
+
+
+def read_header(path: Path) -> RunHeader | None:
+    """A transcript's header (``None``: an old, header-less transcript, or an empty file)."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    for _, raw in _lines(path):
+        return RunHeader.from_line(raw, path) if HEADER in raw and "case_id" not in raw else None
+    return None
+
+
 def iter_transcript(path: Path) -> Iterator[CaseRecord]:
-    """Records of a JSONL transcript; a malformed line is an error naming the file and line.
+    """Records of a JSONL transcript (never its header); a malformed line is an error naming the file and line.
 
     An unterminated last line is what a killed writer leaves behind: it is
     skipped with a warning (that case then counts as missing, never dropped).
     """
-    for number, raw in iter_objects(Path(path), field="case_id", unfinished="skip"):
+    return _records(Path(path), [])
+
+
+def read_transcript(path: Path) -> tuple[RunHeader | None, list[CaseRecord]]:
+    """A transcript's header (``None``: a header-less old one) and its records, in one reading."""
+    found: list[RunHeader] = []
+    records = list(_records(Path(path), found))
+    return (found[0] if found else None), records
+
+
+def _records(path: Path, found: list[RunHeader]) -> Iterator[CaseRecord]:
+    """The records of ``path``; its header, when it has one, appended to ``found`` (records missing
+    model or system take the header's)."""
+    header: RunHeader | None = None
+    for number, raw in _lines(path):
+        if number == 1 and HEADER in raw and "case_id" not in raw:
+            header = RunHeader.from_line(raw, path)
+            found.append(header)
+            continue
         try:
-            yield CaseRecord.from_dict(raw)
+            yield CaseRecord.from_dict(raw, model=header.model if header else "",
+                                       system=header.system if header else "")
         except TypeError as exc:
             raise MetrobenchError(f"{path}: line {number}: case {raw['case_id']}: {exc}") from None
 
@@ -320,7 +437,16 @@ def read_run(path: Path | str) -> Run:
     reference = isinstance(doc, dict) and "results" in doc and "case_id" not in doc
     if reference:
         return _read_reference(path, doc)
-    records = list(iter_transcript(path))
+    header, records = read_transcript(path)
+    if header is not None:  # the header states them; a record that says otherwise is a joined file
+        for record in records:
+            for name in ("model", "system"):
+                if getattr(record, name) != getattr(header, name):
+                    raise MetrobenchError(
+                        f"{path}: case {record.case_id}: field {name}: {getattr(record, name)!r}, but the "
+                        f"header says {getattr(header, name)!r}; write each run to its own file")
+        return Run(path, records, header.model, header.system, "transcript", header)
+    # an old, header-less transcript: the first record that names them
     model = next((r.model for r in records if r.model), "")
     system = next((r.system for r in records if r.system), "")
     return Run(path, records, model, system, "transcript")

@@ -4,7 +4,8 @@ A run's cases follow from its system, its partition (``all``, ``train`` or
 ``holdout``) under a split, and the narrowing options ``--sample N``,
 ``--cases`` and ``--limit``, applied in that order. ``run``, ``bench`` and
 ``rule-agent`` write that choice into every record they append
-(``meta.selection``, with the split as a digest of its case -> partition map),
+(``meta.selection``, with the split as a digest of its case -> partition map; a view also states
+it in its header),
 and ``score`` takes the cases from there: a case the run should hold but does
 not is scored as a failure, and a case outside the selection is never mixed in.
 An explicit ``--partition``/``--sample`` that names other cases wins with a
@@ -30,9 +31,12 @@ if TYPE_CHECKING:
 
 
 def recorded_selection(run: Run) -> Selection | None:
-    """The selection a run's records carry (``None`` if none does); an error if they disagree."""
+    """The selection a run states: its header's (a view's) and its records' (``None`` if none does);
+    an error if they disagree."""
     found = {json.dumps(r.meta["selection"], sort_keys=True) for r in run.records
              if isinstance(r.meta, dict) and r.meta.get("selection") is not None}
+    if run.header is not None and run.header.selection is not None:
+        found.add(json.dumps(run.header.selection, sort_keys=True))
     if not found:
         return None
     if len(found) > 1:
@@ -75,13 +79,18 @@ def record_systems(run: Run) -> Counter:
 
 
 def run_system(run: Run, explicit: str | None) -> str:
-    """The system a run belongs to: ``explicit`` if its records agree, else theirs (field, else case-id prefix).
+    """The system a run belongs to: ``explicit`` if the run agrees, else its own: its header's (which
+    :func:`~metrobench.transcripts.records.read_run` holds to its records), else, for an old transcript
+    or a reference result file, its records' (field, else the commonest case-id prefix).
 
     An explicit system that disagrees with the records is refused before anything is written:
     scoring a doha run as marta would otherwise replace marta's scores with "missing" cases.
     """
     if explicit:
         system = explicit
+        if run.header is not None and run.header.system != explicit:
+            raise MetrobenchError(f"{run.path}: --system {explicit}, but its header says {run.header.system} "
+                                  "(field system); score it under its own system (omit --system)")
         others = {s: n for s, n in record_systems(run).items() if s != explicit}
         if others:
             listed = ", ".join(f"{n} {s}" for s, n in sorted(others.items()))

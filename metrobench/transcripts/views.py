@@ -14,15 +14,20 @@ record in a view is its last one in ``W`` (:func:`~metrobench.transcripts.record
 as the scorer reads it), so a case rerun after its data changed (``--rerun-changed``)
 shows its new record while the old one stays in ``W``. ``V`` is never ``W``: the
 commands refuse a ``--out`` that resolves to the work transcript (:func:`check_view_path`).
+``V`` begins with a header as ``W`` does (:class:`~metrobench.transcripts.records.RunHeader`): ``W``'s,
+stating the view's selection (one per view, where ``W``'s runs append several); cut from an old,
+header-less ``W``, one made from its records (model, system, and the settings and serving they all
+agree on), so every reader takes a view's system from its header alike.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from metrobench.errors import MetrobenchError
-from metrobench.transcripts.records import iter_transcript, latest_records, write_transcript
+from metrobench.transcripts.records import CaseRecord, RunHeader, latest_records, read_transcript, write_transcript
 
 if TYPE_CHECKING:
     from metrobench.data.models import Case
@@ -33,13 +38,32 @@ def cut_view(work: Path, out: Path, selection: Selection, cases: list[Case]) -> 
     """Write ``out``: the records of ``work`` for ``cases``, stamped with ``selection``; returns their count."""
     wanted = {case.id for case in cases}
     stamp = selection.to_meta()
+    header, held = read_transcript(Path(work))
     # never a doubled case: of several records of one, the last (latest_records: as the scorer reads it)
-    latest, _ = latest_records(r for r in iter_transcript(Path(work)) if r.case_id in wanted)
+    latest, _ = latest_records(r for r in held if r.case_id in wanted)
     records = list(latest.values())
     for record in records:
         record.meta["selection"] = stamp
-    write_transcript(Path(out), records)
+    if header is None:
+        header = _header_of(records, selection.system)
+    write_transcript(Path(out), records, header.with_selection(stamp) if header else None)
     return len(records)
+
+
+def _header_of(records: list[CaseRecord], system: str) -> RunHeader | None:
+    """A header for a view cut from an old, header-less work transcript: its records' model, the
+    selection's system, and each run stamp all the records agree on (``None`` where they differ or
+    lack it); no header when no record names a model."""
+    model = next((r.model for r in records if r.model), "")
+    if not model:
+        return None
+
+    def agreed(key: str) -> Any:
+        values = {json.dumps(r.meta.get(key), sort_keys=True) for r in records}
+        return json.loads(values.pop()) if len(values) == 1 else None
+
+    return RunHeader(model=model, system=system, config=agreed("config"), settings=agreed("settings"),
+                     serving=agreed("serving"), version="")  # which metrobench began it: unknown
 
 
 def check_view_path(work: Path, out: Path) -> None:

@@ -20,7 +20,10 @@ starts a new one — a work transcript holds every view's paid-for cases, so it 
 deleted. ``set_aside`` (``--set-aside``, what the workflow
 passes) starts a transcript made under other settings or serving afresh without losing
 it: the old file is renamed to ``<name>.<its fingerprint>.jsonl`` beside it (never over
-another file) and a new one begins, so a settings edit reruns and the paid-for cases stay. The whole run, resume check included, holds
+another file) and a new one begins, so a settings edit reruns and the paid-for cases stay. A transcript
+begun here starts with its header (:func:`run_header`: model, system, settings, serving), checked
+before the records on resume with the same refusals and set-aside; an old header-less one is resumed
+by its records and never given a header in its middle. The whole run, resume check included, holds
 the transcript's lock (:func:`~metrobench.transcripts.records.transcript_lock`): a
 second run on the same file refuses instead of doubling or losing cases.
 """
@@ -47,8 +50,9 @@ from metrobench.agents.runner.config import IN_PROCESS, ModelConfig
 from metrobench.agents.runner.loop import run_case
 from metrobench.agents.serving_record import differences
 from metrobench.data.selection import Selection
-from metrobench.transcripts.records import (ENDINGS, CaseRecord, TranscriptWriter, current_records, ending,
-                                            iter_transcript, rerun_on_resume, transcript_lock, write_transcript)
+from metrobench.transcripts.records import (ENDINGS, CaseRecord, RunHeader, TranscriptWriter, current_records,
+                                            ending, iter_transcript, read_header, read_transcript, rerun_on_resume,
+                                            transcript_lock, write_transcript)
 
 
 def case_hash(case: Case) -> str:
@@ -115,10 +119,13 @@ def restart_aside(path: Path, stream: TextIO | None = None) -> Path | None:
         return None
     label = "restart"
     try:
+        header = read_header(path)
         first = next(iter_transcript(path), None)
     except MetrobenchError:
-        first = None  # unreadable: set aside all the same, under a plain label
-    if first is not None and first.meta.get("config"):
+        header = first = None  # unreadable: set aside all the same, under a plain label
+    if header is not None and header.config:
+        label = header.config
+    elif first is not None and first.meta.get("config"):
         label = str(first.meta["config"])
     aside = set_aside(path, label)
     print(f"{path}: --restart: set aside as {aside}; starting afresh", file=stream or sys.stderr, flush=True)
@@ -145,28 +152,36 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
         return set()
     hashes = {c.id: case_hash(c) for c in cases}
     fingerprint = cfg.fingerprint()
-    records = list(iter_transcript(path))
-    for record in records:
-        recorded = record.system or SYSTEM_BY_PREFIX.get(record.case_id.split("-")[0], "")
+    header, records = read_transcript(path)
+    # the header first (what the whole file is a run of), then each record's own stamps (all an old,
+    # header-less transcript has); each mismatch takes the same way: refused, or set aside
+    stamps: list[tuple[str, str, dict[str, Any]]] = []
+    if header is not None:
+        stamps.append(("header: the transcript", header.system,
+                       {"config": header.config, "settings": header.settings, "serving": header.serving}))
+    stamps += [(f"case {r.case_id}", r.system or SYSTEM_BY_PREFIX.get(r.case_id.split("-")[0], ""), r.meta)
+               for r in records]
+    for where, recorded, meta in stamps:
         if system is not None and recorded != system:
+            whose = "header: field system: every case" if where.startswith("header") else where
             raise MetrobenchError(
-                f"{path}: case {record.case_id} is a {recorded or 'unknown system'} case, not {system}; "
+                f"{path}: {whose} is a {recorded or 'unknown system'} case, not {system}; "
                 f"write {system} to another file (or rerun with --restart to set it aside and start over)")
-        config = record.meta.get("config")
-        served_otherwise = differences(record.meta.get("serving"), serving) if serving else []
+        config = meta.get("config")
+        served_otherwise = differences(meta.get("serving"), serving) if serving else []
         if config != fingerprint or served_otherwise:
             if config != fingerprint:
-                changed = setting_changes(record.meta.get("settings"), cfg.settings()) or [_BEYOND_SETTINGS]
+                changed = setting_changes(meta.get("settings"), cfg.settings()) or [_BEYOND_SETTINGS]
                 what = f"was run with other settings ({', '.join(changed)}; config {config}, now {fingerprint})"
             else:
                 what = f"was served otherwise ({'; '.join(served_otherwise)})"
             if set_aside_changed:
                 aside = set_aside(path, str(config))
-                print(f"{path}: case {record.case_id} {what}: set aside as {aside}; starting afresh",
+                print(f"{path}: {where} {what}: set aside as {aside}; starting afresh",
                       file=stream or sys.stderr, flush=True)
                 return set()
             raise MetrobenchError(
-                f"{path}: case {record.case_id} {what}; rerun with --set-aside to keep it aside and start "
+                f"{path}: {where} {what}; rerun with --set-aside to keep it aside and start "
                 f"afresh, or write to another file")
     current = current_records(records)
     changed = changed_cases(current, hashes)
@@ -181,8 +196,17 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
               f"since run ({', '.join(changed)}): rerunning them; their old records stay, superseded",
               file=stream or sys.stderr, flush=True)
     if any(rerun_on_resume(record) for record in records):
-        write_transcript(path, [r for r in records if not rerun_on_resume(r)])  # drop the failures to redo
+        # drop the failures to redo; the header (if the file has one) stays its first line
+        write_transcript(path, [r for r in records if not rerun_on_resume(r)], header)
     return set(current) - set(changed)
+
+
+def run_header(cfg: ModelConfig, system: str, serving: dict[str, Any] | None) -> RunHeader:
+    """The header a run writes when it begins a transcript: model, system, settings (fingerprint and
+    values), serving record. No selection: a transcript runs append to may hold several targets' (a
+    work transcript), so each record keeps its own; a view, cut for one, states it in its header."""
+    return RunHeader(model=cfg.name, system=system, config=cfg.fingerprint(), settings=cfg.settings(),
+                     serving=serving)
 
 
 class Progress:
@@ -350,7 +374,7 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
         if todo:
             client = open_client(cfg, base_url)
             progress = Progress(len(todo), f"{cfg.name}/{system.name}", progress_stream)
-            with TranscriptWriter(out) as writer:
+            with TranscriptWriter(out, run_header(cfg, system.name, serving)) as writer:
                 tally = asyncio.run(_run(cfg, system, todo, writer, client, progress,
                                          selection.to_meta() if selection else None, serving))
             stopped = client.stopped
