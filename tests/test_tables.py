@@ -249,7 +249,8 @@ def _rule_agent_runs(root: Path, results: Path) -> None:
 def test_protocol_table_from_real_rule_agent_transcripts(root, tmp_path):
     _rule_agent_runs(root, tmp_path)
     lines = [json.loads(x) for s in ("cta", "doha")
-             for x in Path(layout.run_path("rule-agent", s, "all", str(tmp_path))).read_text().splitlines()]
+             for x in Path(layout.run_path("rule-agent", s, "all", str(tmp_path))).read_text().splitlines()
+             if "header" not in json.loads(x)]   # each view's first line is its run header
     refused = sum(r["tool_calls_made"][-1]["error"] is not None for r in lines)   # one submission a case
     assert len(lines) == 78 and 0 < refused < 78
     frame = built("protocol", study(stats={"bootstrap_models": ["rule-agent", "rule-agent-teacher"]}),
@@ -274,7 +275,7 @@ def test_protocol_counts_unread_calls_rounds_and_endings_by_kind(root, tmp_path)
     """Four of the teacher's real records edited into the endings a served model can have."""
     _rule_agent_runs(root, tmp_path)
     path = Path(layout.run_path("rule-agent-teacher", "doha", "all", str(tmp_path)))
-    records = [json.loads(x) for x in path.read_text().splitlines()][:4]
+    header, *records = [json.loads(x) for x in path.read_text().splitlines()][:5]   # the run header, 4 records
     unread = {"name": "route_planner", "arguments": "{oops", "result": None,
               "error": "arguments are not valid JSON: Expecting property name"}
     records[0].update(tool_calls_made=[unread], response=None, error="tool-call budget exhausted", api_rounds=6)
@@ -288,7 +289,7 @@ def test_protocol_counts_unread_calls_rounds_and_endings_by_kind(root, tmp_path)
     records[3].update(api_rounds=2, response=None, error="400: " + json.dumps(overflow),
                       meta={"ending": "context", "ending_kind": "context", "retryable": False,
                             "context": {"n_prompt_tokens": 8301, "n_ctx": 8192}})   # as the runner marks it
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    path.write_text("".join(json.dumps(r) + "\n" for r in [header, *records]))
     Path(layout.run_path("rule-agent-teacher", "cta", "all", str(tmp_path))).unlink()
     row = built("protocol", study(stats={"bootstrap_models": ["rule-agent-teacher"]}),
                 results=tmp_path).iloc[0].to_dict()
