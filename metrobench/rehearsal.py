@@ -271,13 +271,18 @@ def served_builds(results: Path) -> dict[str, int]:
     import json
 
     from metrobench.agents.serving_record import build_label
+    from metrobench.transcripts.records import read_header
 
     counts: Counter[str] = Counter()
     for path in sorted((results / "work").glob("*/*.jsonl")):
-        with open(path) as handle:
-            first = handle.readline().strip()
-        meta = json.loads(first).get("meta") or {} if first else {}
-        build = (meta.get("serving") or {}).get("build")
+        header = read_header(path)
+        if header is not None:
+            serving = header.serving or {}
+        else:  # a transcript from before the run header: its first record's stamp
+            with open(path) as handle:
+                first = handle.readline().strip()
+            serving = (json.loads(first).get("meta") or {} if first else {}).get("serving") or {}
+        build = serving.get("build")
         if isinstance(build, dict):
             counts[build_label(build) if build.get("name") else "default"] += 1
     return dict(sorted(counts.items()))

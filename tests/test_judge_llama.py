@@ -25,7 +25,7 @@ def test_openai_judge_scores_through_a_real_llama_cpp_server(smollm2_url, tmp_pa
     assert main(["rule-agent", "--data", str(root), "--system", "taipei", "--partition", "holdout",
                  "--out", str(run)]) == 0
     lines = run.read_text().splitlines()
-    run.write_text("\n".join(lines[:3]) + "\n")  # three cases keep the test quick
+    run.write_text("\n".join(lines[:4]) + "\n")  # the run header and three cases keep the test quick
     args = ["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "scores"),
             "--partition", "holdout", "--judge", "openai", "--judge-url", smollm2_url,
             "--judge-model", "smollm2", "--judge-concurrency", "2"]
