@@ -138,7 +138,7 @@ def test_the_serving_records_name_the_builds_the_runs_served_on(tmp_path):
         path = tmp_path / "work" / model / "cta.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"serving": {"build": build}} if build is not None else {"serving": {"dialect": "azure"}}
-        path.write_text(json.dumps({"meta": meta}) + "\n")
+        path.write_text(json.dumps({"case_id": "CTA-A-001", "meta": meta}) + "\n")   # a record, no run header
 
     vendored = {"version": "0.5.0-dev", "build": 1, "commit": "0c1e570", "tag": None, "source": "vendored"}
     transcript("qwen3.5-27b", {**vendored, "name": "b8642"})
@@ -146,5 +146,12 @@ def test_the_serving_records_name_the_builds_the_runs_served_on(tmp_path):
     transcript("qwen3.6-27b", {**vendored, "name": "b10398"})
     transcript("smollm2", {"version": "0.5.0-dev", "build": 1, "commit": "0c1e570", "tag": None})
     transcript("gpt-5.4-nano", None)
+    # a transcript of today's format: the serving record is its run header's
+    from metrobench.transcripts.records import RunHeader
+
+    headed = tmp_path / "work" / "qwen3.5-2b" / "cta.jsonl"
+    headed.parent.mkdir(parents=True)
+    header = RunHeader("qwen3.5-2b", "cta", serving={"build": {**vendored, "name": "b8642"}})
+    headed.write_text(header.to_json() + "\n" + json.dumps({"case_id": "CTA-A-001", "meta": {}}) + "\n")
     assert rehearsal.served_builds(tmp_path) == {"b10398 (the vendored tree, build 1)": 1,
-                                                 "b8642 (the vendored tree, build 1)": 2, "default": 1}
+                                                 "b8642 (the vendored tree, build 1)": 3, "default": 1}
