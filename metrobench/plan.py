@@ -301,7 +301,6 @@ class Cases:
 
         parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
         add_run_options(parser)
-        parser.add_argument("--teacher", action="store_true")
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 args = parser.parse_known_args(words[1:])[0]

@@ -263,6 +263,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
                                   "write --out as this selection's view of it")
     add_resume_options(p)
+    p.add_argument("--teacher", action="store_true",
+                   help="a teacher's run (the workflow's train view): the model as it teaches "
+                        "(ModelConfig.as_teacher: a scripted model without a mode set runs its teacher mode, "
+                        "into a work transcript of its own; any other model is unchanged)")
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:

@@ -48,12 +48,10 @@ if TYPE_CHECKING:
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run a model (an OpenAI-compatible endpoint) on the cases of a system")
     add_run_options(p)
-    _add_teacher(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("bench", help="serve a GGUF with llama.cpp, run it on a system, stop the server")
     add_run_options(p)
-    _add_teacher(p)
     p.add_argument("--server-log", help="file for the server's output")
     p.add_argument("--require-gpu", action="store_true",
                    help="refuse a model with serving.n_gpu_layers > 0 on a llama.cpp build that would serve it on "
@@ -73,12 +71,6 @@ def _run_selection(args: argparse.Namespace, bench: Benchmark) -> tuple[Selectio
     return run_selection(bench, system=args.system, partition=args.partition, split=args.split,
                          sample=args.sample, cases=args.cases, limit=args.limit)
 
-
-def _add_teacher(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--teacher", action="store_true",
-                   help="a teacher's run (the workflow's train view): the model as it teaches "
-                        "(ModelConfig.as_teacher: a scripted model without a mode set runs its teacher mode, "
-                        "into a work transcript of its own; any other model is unchanged)")
 
 
 def run_config(args: argparse.Namespace) -> tuple[ModelConfig, Path | None]:
