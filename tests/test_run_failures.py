@@ -1,12 +1,12 @@
 """Runs fail loud on the infrastructure, never on the model (real HTTP on 127.0.0.1).
 
-A case ends either on the model's doing (an answer, the round budget, a request
-the endpoint refuses: recorded and scored) or on the endpoint's (unreachable,
-5xx after retries, a time-out, a refused key, an unknown model): then the run
-exits with one ``metrobench: error:`` line and a rerun redoes exactly those cases.
-A refused key, an unknown model or a server never reached stops the run after
-one request. Every request has a total deadline, even against a server that
-trickles its reply a byte at a time.
+A case ends either as the reference's runner ended it (an answer, the round budget, an
+HTTP status, a time-out: recorded and scored; tests/test_protocol.py has every such
+situation) or on the endpoint's absence (connection refused or dropped, a refused key, an
+unknown model): then the run exits with one ``metrobench: error:`` line naming the cases and
+why, and a rerun redoes exactly those cases. A refused key, an unknown model or a server
+never reached stops the run after one request. Every request has a total deadline, even
+against a server that trickles its reply a byte at a time.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.run import run_model
 from metrobench.cli import main
 from metrobench.transcripts.records import CaseRecord, ending, ending_kind, read_run
+from metrobench.standins.json_server import DROP
 from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
 
 IDS = ["MARTA-A-001", "MARTA-A-002", "MARTA-A-003", "MARTA-A-004"]
@@ -131,32 +132,34 @@ def test_a_key_revoked_mid_run_stops_it_before_the_remaining_cases(bench, tmp_pa
     assert summary.counts() == "4 cases: 1 answered, 1 infrastructure (retryable), 2 not run (stopped)"
 
 
-# 500 for two of four cases after the retries: the run fails, a rerun redoes exactly them
+# two of four cases whose connection drops (the server gone mid-request): the run fails, naming
+# them, and a rerun redoes exactly them
 
-def test_two_cases_on_5xx_fail_the_run_and_a_rerun_redoes_exactly_them(bench, root, tmp_path, capsys):
-    down = {user_of(bench, i) for i in IDS[:2]}
+def test_two_cases_dropped_fail_the_run_and_a_rerun_redoes_exactly_them(bench, root, tmp_path, capsys):
+    down = {user_of(bench, i) for i in IDS[2:]}  # not the first case: the endpoint has answered by then
     asked: list[str] = []
 
     def script(request):
         user = request["body"]["messages"][1]["content"]
         asked.append(user)
-        return (500, ERROR_BODY) if user in down else DECLINED
+        return DROP if user in down else DECLINED
 
     out = tmp_path / "t.jsonl"
     with FakeOpenAI(script) as api:
         assert cli("run", root, tmp_path, api.url, out) != 0
         captured = capsys.readouterr()
         [line] = error_lines(captured.err)
-        assert "2 of 4 cases ended on the endpoint, not the model" in line and "500: " in line
+        assert "2 of 4 cases ended on the endpoint, not the model" in line
+        assert all(f"{case_id}: APIConnectionError: Connection error." in line for case_id in IDS[2:]), line
         assert "4 cases: 2 answered, 2 infrastructure (retryable)" in line
         assert "endings: 4 cases: 2 answered, 2 infrastructure (retryable)" in captured.out
-        assert len(api.requests) == 2 * 2 + 2  # two attempts for each failing case
+        assert len(api.requests) == 2 + 2 * 2  # two attempts for each dropped case
         first = out.read_text().splitlines()
         finished = [line for line in first[1:] if json.loads(line)["meta"]["ending"] == "answered"]
         down.clear()
         asked.clear()
         assert cli("run", root, tmp_path, api.url, out) == 0
-    assert sorted(asked) == sorted(user_of(bench, i) for i in IDS[:2])  # exactly those two, once each
+    assert sorted(asked) == sorted(user_of(bench, i) for i in IDS[2:])  # exactly those two, once each
     captured = capsys.readouterr()
     assert "ran 2 cases (0 failed), 2 already done" in captured.out
     assert captured.out.rstrip().endswith("endings: 2 cases: 2 answered")
@@ -166,27 +169,31 @@ def test_two_cases_on_5xx_fail_the_run_and_a_rerun_redoes_exactly_them(bench, ro
     assert all(json.loads(line)["meta"]["ending_kind"] == "model" for line in lines)
 
 
-def test_a_first_case_failing_on_5xx_does_not_stop_the_others(bench, tmp_path):
+@pytest.mark.parametrize(("protocol", "requests"), [({}, 1 + 3), ({"retry": True}, 3 + 3)])
+def test_a_first_case_on_5xx_is_scored_and_does_not_stop_the_others(bench, tmp_path, protocol, requests):
     down = user_of(bench, IDS[0])
     with FakeOpenAI(lambda r: (500, ERROR_BODY) if r["body"]["messages"][1]["content"] == down
                     else DECLINED) as api:
-        summary = run(bench, cfg(api.url, concurrency=4, retries=3), IDS, tmp_path / "t.jsonl")
-        assert len(api.requests) == 3 + 3  # the failing case three times, each other case once
-    assert summary.stopped is None and summary.counts() == "4 cases: 3 answered, 1 infrastructure (retryable)"
+        summary = run(bench, cfg(api.url, concurrency=4, retries=3, protocol=protocol), IDS, tmp_path / "t.jsonl")
+        assert len(api.requests) == requests  # with the retry option, the failing case three times
+    assert summary.stopped is None and summary.problem() is None
+    assert summary.counts() == "4 cases: 3 answered, 1 refused by the endpoint"
 
 
-def test_429_after_retries_is_infrastructure_and_a_bad_retry_after_is_ignored(bench, tmp_path):
+def test_429_after_retries_is_scored_and_a_bad_retry_after_is_ignored(bench, tmp_path):
     headers = iter([{"retry-after": "-5"}, {"retry-after": "nan"}])
 
     def script(request):
         return 429, {"error": {"message": "rate limited"}}, next(headers, {})
 
     with FakeOpenAI(lambda r: DECLINED) as ok, FakeOpenAI(script) as busy:
-        run(bench, cfg(ok.url), IDS[:1], tmp_path / "t.jsonl")  # (the same file: resume)
-        summary = run(bench, cfg(busy.url), IDS[:2], tmp_path / "t.jsonl")
-    assert summary.endings["infrastructure"] == 1 and summary.problem() is not None
+        retrying = {"retry": True}  # honours retry-after: the bad ones fall back to the backoff
+        run(bench, cfg(ok.url, protocol=retrying), IDS[:1], tmp_path / "t.jsonl")  # (the same file: resume)
+        summary = run(bench, cfg(busy.url, protocol=retrying), IDS[:2], tmp_path / "t.jsonl")
+        assert len(busy.requests) == 2
+    assert summary.endings["refused"] == 1 and summary.problem() is None
     [record] = [r for r in read_run(tmp_path / "t.jsonl").records if r.case_id == IDS[1]]
-    assert record.error.startswith("429: ") and ending_kind(record) == "infrastructure"
+    assert record.error.startswith("429: ") and ending_kind(record) == "model"
 
 
 # the model's own endings are scored, never a failed run
@@ -314,20 +321,18 @@ def test_a_trickling_reply_is_cut_at_the_total_deadline_and_the_run_goes_on(benc
     with TrickleServer({user_of(bench, IDS[1])}, SLOW_BODY) as server:
         start = time.monotonic()
         summary = run(bench, cfg(server.url, timeout_s=1), IDS[:3], tmp_path / "t.jsonl")
-        assert time.monotonic() - start < 60  # generous: the trickle alone would take 200 s
-        assert server.requests == 1 + 2 + 1  # the slow case tried twice
+        assert time.monotonic() - start < 60  # generous: the trickle alone would take 100 s
+        assert server.requests == 1 + 1 + 1  # the slow case once: the reference retries no time-out
     records = {r.case_id: r for r in read_run(tmp_path / "t.jsonl").records}
     slow = records[IDS[1]]
     assert slow.error == "timeout: no complete reply within 1 s (timeout_s)"
-    assert (slow.meta["ending"], slow.meta["ending_kind"], slow.meta["retryable"]) == \
-        ("infrastructure", "infrastructure", True)
+    assert (slow.meta["ending"], slow.meta["ending_kind"], slow.meta["retryable"]) == ("timeout", "model", False)
     assert records[IDS[0]].error is None and records[IDS[2]].error is None
-    assert summary.stopped is None and summary.problem().startswith(f"{tmp_path / 't.jsonl'}: 1 of 3 cases")
+    assert summary.stopped is None and summary.problem() is None
 
 
-def test_a_trickling_first_reply_stops_the_run(bench, tmp_path):
+def test_a_trickling_first_reply_ends_its_case_and_the_others_run(bench, tmp_path):
     with TrickleServer({user_of(bench, i) for i in IDS}, SLOW_BODY) as server:
         summary = run(bench, cfg(server.url, timeout_s=1, concurrency=4), IDS, tmp_path / "t.jsonl")
-        assert server.requests == 2  # one case, two attempts; the others never sent
-    assert summary.stopped.startswith(f"the endpoint {server.url} never answered (timeout: ")
-    assert summary.counts() == "4 cases: 1 infrastructure (retryable), 3 not run (stopped)"
+        assert server.requests == 4  # the server took the first request: it is there; every case asked once
+    assert summary.stopped is None and summary.counts() == "4 cases: 4 time-out"

@@ -221,10 +221,13 @@ def user_message(events: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict:
-    return {"type": "function", "function": {"name": name, "description": description,
-                                             "parameters": {"type": "object", "properties": properties,
-                                                            "required": required}}}
+def _fn(name: str, description: str, properties: dict[str, Any], required: list[str] | None) -> dict:
+    """One function in the OpenAI format; ``required`` None leaves the key out, as the reference's schema
+    does for ``line_info`` and ``disruption_feed`` (``knowledge_base`` states an empty list)."""
+    parameters: dict[str, Any] = {"type": "object", "properties": properties}
+    if required is not None:
+        parameters["required"] = required
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
 
 
 _S = {"type": "string"}
@@ -247,18 +250,25 @@ _SCHEMAS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
             "accessibility": {"type": "array", "items": _S, "description": "accessibility needs"},
             "station_restrictions": {"type": "array", "items": {
                 "type": "object", "properties": {
-                    "station": _S, "restriction": _enum(V.STATION_RESTRICTIONS)},
+                    "station": {**_S, "description": "the station's name"},
+                    "restriction": {**_enum(V.STATION_RESTRICTIONS),
+                                    "description": "closed: no service at all; skip: trains run through "
+                                                   "without stopping; no_transfer: no change of line there"}},
                 "required": ["station", "restriction"]}, "description": "stations to avoid"},
             "segment_closures": {"type": "array", "items": {"type": "array", "items": _S, "minItems": 2,
                                                             "maxItems": 2},
                                  "description": "closed links between two adjacent stations"},
             "line_closures": {"type": "array", "items": {
-                "type": "object", "properties": {"line": _S, "from_station": _S, "to_station": _S},
+                "type": "object", "properties": {
+                    "line": {**_S, "description": "the line's id or name"},
+                    "from_station": {**_S, "description": "first closed station (leave out both ends "
+                                                          "to close the whole line)"},
+                    "to_station": {**_S, "description": "last closed station"}},
                 "required": ["line"]}, "description": "closed lines, or the stretch between two stations"},
         }, ["origin", "destination"]),
     "fare_calculator": ("Price a planned route (by its route_id) for a group of riders.", {
         "route_id": {**_S, "description": "route_id returned by route_planner"},
-        "passengers": {**_PAX, "description": "riders by type"},
+        "passengers": _PAX,
         "ticket_type": {"type": "string", "enum": ["single", "return", "day_pass", "weekly", "monthly"]},
         "payment_method": {"type": "string", "enum": [
             "smartcard", "contactless", "cash", "mobile", "gold_travel_card", "clipper_card", "easycard",
@@ -266,32 +276,40 @@ _SCHEMAS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     }, ["route_id", "passengers"]),
     "station_info": ("Look up one or more stations: accessibility, facilities, exits, "
         "connections or live status.", {
-            "station_id": _S, "station_ids": {"type": "array", "items": _S},
+            "station_id": {**_S, "description": "one station's id or name"},
+            "station_ids": {"type": "array", "items": _S, "description": "several stations at once"},
             "query_type": _enum(V.STATION_QUERY_TYPES),
         }, ["query_type"]),
     "line_info": ("Describe one or more lines: their stations in order, terminals and "
-        "connections.", {"line": _S, "lines": {"type": "array", "items": _S}}, []),
+        "connections.", {"line": {**_S, "description": "one line's id or name"},
+                         "lines": {"type": "array", "items": _S, "description": "several lines at once"}},
+        None),
     "disruption_feed": ("Current service disruptions, optionally for one line or station.", {
-        "line": _S, "station": _S,
-        "severity_filter": _enum(V.SEVERITY_FILTERS),
-    }, []),
+        "line": {**_S, "description": "only this line"},
+        "station": {**_S, "description": "only this station"},
+        "severity_filter": {**_enum(V.SEVERITY_FILTERS), "description": "which severities (all by default)"},
+    }, None),
     "knowledge_base": ("Search the operator's policies, or fetch one by its policy_id.", {
-        "policy_id": _S, "query": _S, "category": _S}, []),
+        "policy_id": {**_S, "description": "a policy id from the list of available policies"},
+        "query": {**_S, "description": "words to search for when no policy id fits"},
+        "category": {**_S, "description": "narrow the search to one category"}}, []),
     "submit_assistant_state": ("Submit the final kiosk state. Call this once everything is known; "
         "it ends the turn.", {
-            "outcome": _enum(V.OUTCOMES),
-            "route": {"type": "object", "properties": {
+            "outcome": {**_enum(V.OUTCOMES), "description": "how the interaction ends"},
+            "route": {"type": "object", "description": "the journey; needed for route_and_fare_ready and "
+                                                        "advisory_only", "properties": {
                 "origin": _S, "destination": _S,
                 "stops": {"type": "array", "items": {"type": "object", "properties": {
                     "station_id": _S, "station_name": _S, "line": _S, "is_transfer": {"type": "boolean"}},
-                    "required": ["station_id"]}},
+                    "required": ["station_id"]}, "description": "the stop objects route_planner returned"},
                 "transfers": _I, "estimated_minutes": _I, "distance_miles": _N,
-                "line_sequence": {"type": "array", "items": _S},
+                "line_sequence": {"type": "array", "items": _S, "description": "the lines taken, in order"},
             }, "required": ["origin", "destination", "stops", "transfers", "estimated_minutes",
                             "distance_miles", "line_sequence"]},
-            "fare_quote": {"type": "object", "properties": {
+            "fare_quote": {"type": "object", "description": "the price; needed for route_and_fare_ready",
+                           "properties": {
                 "passenger_summary": {"type": "object", "properties": {
-                    **{k: _I for k in V.RIDER_KEYS},
+                    **{k: {"type": "integer", "default": 0} for k in V.RIDER_KEYS},
                     "free_riders": {"type": "integer", "default": 0}}},
                 "line_items": {"type": "array", "items": {"type": "object", "properties": {
                     "rider_type": _S, "count": _I, "unit_fare": _N, "subtotal": _N, "currency": _S},
@@ -301,7 +319,7 @@ _SCHEMAS: dict[str, tuple[str, dict[str, Any], list[str]]] = {
                 "total": {"type": "number", "description": "the total as a number, not a string"},
                 "currency": _S,
             }, "required": ["total", "currency"]},
-            "kiosk_action": {"type": "object", "properties": {
+            "kiosk_action": {"type": "object", "description": "what the kiosk does next", "properties": {
                 "action": _enum(V.ACTIONS),
                 "reason_code": _enum(V.REASON_CODES),
             }, "required": ["action", "reason_code"]},

@@ -4,7 +4,8 @@ Subclasses implement :meth:`FakeJSONServer.answer`, turning one recorded
 request (``path``, ``query``, lower-cased ``headers``, parsed ``body``) into
 ``(status, payload, headers)``; a ``bytes`` payload is sent as it is (as
 ``text/html`` unless the headers say otherwise), for replies that are not
-JSON. Used as a context manager: started on 127.0.0.1 and ``port`` (0: a free
+JSON; :data:`DROP` closes the connection without an answer (a server process that
+died mid-request). Used as a context manager: started on 127.0.0.1 and ``port`` (0: a free
 one) on entry, stopped on exit.
 """
 
@@ -15,6 +16,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+
+#: An answer that is no answer: the connection is closed before any byte is sent.
+DROP = object()
 
 
 class FakeJSONServer:
@@ -36,6 +41,9 @@ class FakeJSONServer:
                 with fake.lock:
                     fake.requests.append(request)
                 status, payload, headers = fake.answer(request)
+                if payload is DROP:
+                    self.close_connection = True
+                    return
                 raw = isinstance(payload, bytes)
                 data = payload if raw else json.dumps(payload).encode()
                 self.send_response(status)

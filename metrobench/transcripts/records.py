@@ -17,15 +17,18 @@ every case twice or appending to a file the first is rewriting. The kernel
 drops the lock when the process ends, however it ends; the empty sidecar stays.
 
 How a case ended is ``meta["ending"]`` (:data:`ENDINGS`), and its kind
-``meta["ending_kind"]``: ``"model"`` (the model's own behaviour — an answer,
-the round budget, empty replies, the token limit, a request the endpoint
-refused — recorded and scored), ``"context"`` (the conversation outgrew the
+``meta["ending_kind"]``: ``"model"`` (the case's own course, as the reference's
+runner ended it — an answer, the round budget, empty replies, the token limit, an
+HTTP status the endpoint gave, a time-out, a malformed reply, unreadable tool-call
+arguments — recorded and scored; :mod:`metrobench.agents.runner.protocol`),
+``"context"`` (the conversation outgrew the
 server's context: llama-server's HTTP 400 ``exceed_context_size_error``; the
 serving configuration's limit, not the model's answer, so counted apart, yet
 recorded and scored as the reference scores it: an error, response null) or
-``"infrastructure"`` (the endpoint failed: unreachable, time-outs, 5xx/429 after
-retries, a refused key, an unknown model; the case is redone by a rerun and the
-run fails). :func:`ending` and :func:`ending_kind` read them, and derive them
+``"infrastructure"`` (the endpoint was not there: connection refused or reset, a
+connection never accepted, a refused key, an unknown model; the case is redone by a
+rerun and the run fails; records written before the paper's protocol was the default
+also have time-outs, 5xx and malformed replies here, and keep them). :func:`ending` and :func:`ending_kind` read them, and derive them
 for records written before the fields existed (a ``meta["retryable"]`` record is
 infrastructure; an HTTP 400 whose body says the context was exceeded is
 ``context``), so old transcripts read and score exactly as before; an ending
@@ -74,7 +77,8 @@ MISSING = "missing"
 
 #: Each ending (``meta["ending"]``) as a count line names it.
 ENDINGS = {"answered": "answered", "round_budget": "round budget", "empty_replies": "empty replies",
-           "token_limit": "token limit", "refused": "refused by the endpoint",
+           "token_limit": "token limit", "refused": "refused by the endpoint", "timeout": "time-out",
+           "malformed": "malformed reply", "arguments": "unreadable tool-call arguments",
            "context": "over the server's context", "infrastructure": "infrastructure (retryable)",
            "error": "other error", "missing": "missing"}
 #: The kinds of ending (``meta["ending_kind"]``).
@@ -90,7 +94,7 @@ FORMAT = 2
 HEADER = "header"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _ERROR_ENDINGS = (("Exhausted ", "round_budget"), ("empty-response", "empty_replies"),
-                  ("truncated:", "token_limit"))
+                  ("truncated:", "token_limit"), ("timeout:", "timeout"), ("malformed reply:", "malformed"))
 
 
 @dataclass

@@ -15,29 +15,31 @@ The sampling ``seed`` (a repeated run's: :meth:`ModelConfig.for_repeat`) is sent
 ``seed`` to the chat dialects that take one and as ``random_seed`` to Mistral; the
 Responses API takes none, so it is not sent there.
 
-Requests are retried on 408, 429, 5xx, time-outs, connection errors and malformed
-replies with exponential backoff (``retry-after`` honoured). Every request has a
-total deadline of ``timeout_s`` (the SDK's own timeout applies per read, so a
-server that trickles its reply would otherwise hold a request open for ever);
-passing it is a time-out like any other. What still fails raises
-:class:`EndpointError` with the reference's ``"<status>: <body[:500]>"`` text and
-its kind (:attr:`EndpointError.infrastructure`):
+How a failure ends is the run's protocol (:mod:`metrobench.agents.runner.protocol`): by
+default the reference's. 429 is retried (``retries`` attempts, ``backoff_s`` doubled: 1, 2, 4,
+8 s); every other HTTP status, a round with no complete reply within ``timeout_s`` and an
+HTTP 200 that is not a reply raise :class:`EndpointError` as the case's own ending, recorded
+and scored (the reference's ``"<status>: <body[:500]>"`` text; ``timeout: ...``;
+``malformed reply: ...``). With the ``retry`` option, 408, 5xx, time-outs and malformed replies
+are retried too (backoff with jitter, ``retry-after`` honoured) before they end the case.
+Every request has a total deadline of ``timeout_s`` (the SDK's own timeout applies per read,
+so a server that trickles its reply would otherwise hold a request open for ever).
 
-* infrastructure — the endpoint, not the model: connection refused or reset,
-  time-outs, 408/429/5xx after the retries, a malformed HTTP 200 after the
-  retries (:mod:`metrobench.agents.runner.replies` says what is malformed),
-  401/403 (the key) and 404 (the model, deployment or path). Such a case is
-  redone by a rerun; the run fails.
-* model — any other 4xx (a request the endpoint refuses): recorded and scored,
-  not redone. A 400 saying the conversation outgrew the server's context
-  (llama-server's ``exceed_context_size_error``) is marked as such
-  (:attr:`EndpointError.context`: the prompt's tokens and the context, where the
-  body gives them), so the case ends as ``context``, not as the model's doing.
+The infrastructure's failures (:attr:`EndpointError.infrastructure`) are the endpoint not
+being there: connection refused or reset, a connection not accepted within
+:data:`~metrobench.agents.runner.protocol.CONNECT_TIMEOUT_S`, 401/403 (the key) and 404 (the
+model, deployment or path). Connection failures are retried; what still fails is redone by a
+rerun, and the run fails. A 400 saying the conversation outgrew the server's context
+(llama-server's ``exceed_context_size_error``) is marked as such (:attr:`EndpointError.context`:
+the prompt's tokens and the context, where the body gives them), so the case ends as
+``context``, not as the model's doing.
 
-401, 403 and 404 are not retried and stop the run (:attr:`ChatClient.stopped`);
-so does an endpoint that never answered at all. Until the endpoint has answered
-once, requests go one at a time, so a wrong key or a dead server costs one
-request (and its retries), not one per case: later calls raise :class:`RunStopped`.
+401, 403 and 404 are not retried and stop the run (:attr:`ChatClient.stopped`); so does an
+endpoint that never answered at all. Until the endpoint has answered once (any HTTP answer,
+or a connection it accepted and then kept silent on), requests go one at a time, so a wrong
+key or a dead server costs one request (and its retries), not one per case: later calls raise
+:class:`RunStopped`. Each reply carries the failures retried before it (:attr:`ChatReply.retried`),
+which the loop records on the case.
 """
 
 from __future__ import annotations
@@ -54,9 +56,12 @@ from metrobench.errors import MetrobenchError
 from metrobench.retry import backoff_delay, retry_after
 from metrobench.transcripts.records import context_exceeded
 from metrobench.agents.runner.config import ModelConfig
+from metrobench.agents.runner.protocol import CONNECT_TIMEOUT_S
 from metrobench.agents.runner.replies import ChatReply, MalformedReply, chat_reply, parse_body, responses_reply
 
-#: Statuses retried within a run (the endpoint is busy or broken for now).
+#: The status the reference retries (its only one); with the ``retry`` option also :data:`TRANSIENT` and 5xx.
+RATE_LIMITED = 429
+#: Statuses the ``retry`` option retries besides 5xx (the endpoint is busy for now).
 TRANSIENT = frozenset({408, 429})
 #: Statuses that no retry or later request will cure: the key, or the model/deployment/path.
 FATAL = {401: "the endpoint refused the key", 403: "the endpoint refused the key",
@@ -72,13 +77,18 @@ class EndpointError(Exception):
     """
 
     def __init__(self, message: str, *, infrastructure: bool, stop: str | None = None,
-                 context: dict[str, int] | None = None) -> None:
+                 context: dict[str, int] | None = None, ending: str | None = None) -> None:
         super().__init__(message)
         self.infrastructure = infrastructure
         self.stop = stop  # why the run cannot go on, for a fatal error
         #: For a prompt longer than the server's context: ``{"n_prompt_tokens", "n_ctx"}`` as the
         #: server reported them (empty where it did not); None for any other failure.
         self.context = context
+        #: The case's ending where the failure names one (``timeout``, ``malformed``); None: derived
+        #: from the kind (``infrastructure``) or the text (an HTTP status: ``refused``).
+        self.ending = ending
+        #: The failures retried before this one (:attr:`ChatReply.retried`).
+        self.retried: list[str] = []
 
     @property
     def fatal(self) -> bool:
@@ -202,7 +212,9 @@ class ChatClient:
         self.where = _host(url) if url else cfg.provider
         key = _api_key(cfg, url)
         self._key = key   # only to scrub it from an error body that quotes it back
-        common = {"max_retries": 0, "timeout": cfg.timeout_s}
+        # a connection not accepted within CONNECT_TIMEOUT_S is an endpoint that is not there
+        timeout = openai.Timeout(cfg.timeout_s, connect=min(cfg.timeout_s, CONNECT_TIMEOUT_S))
+        common = {"max_retries": 0, "timeout": timeout}
         if cfg.provider in ("azure", "azure_responses"):
             url, version = _split_version(url, cfg.api_version)
             if version:
@@ -313,24 +325,36 @@ class ChatClient:
 
     async def _attempts(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> ChatReply:
         attempts = max(1, self.cfg.retries)
+        retried: list[str] = []
         for attempt in range(1, attempts + 1):
             start = time.perf_counter()
             try:
                 reply = await self._once(messages, tools)
                 reply.elapsed_ms = (time.perf_counter() - start) * 1000
+                reply.retried = retried
                 return reply
             except Exception as exc:  # noqa: BLE001 - sorted below; anything unknown is re-raised
-                failure, delay = self._sort(exc, final=attempt == attempts)
+                failure, label, server_says = self._sort(exc, final=attempt == attempts)
             if failure is not None:
                 if failure.stop is not None:
                     self.stopped = failure.stop
+                failure.retried = retried
                 raise failure
-            await asyncio.sleep(backoff_delay(attempt, self.cfg.backoff_s, delay))
+            retried.append(label)
+            await asyncio.sleep(self._delay(attempt, label, server_says))
         raise AssertionError("unreachable")
 
-    def _sort(self, exc: Exception, *, final: bool) -> tuple[EndpointError | None, float | None]:
-        """``(the error to raise now or None to retry, the server's retry-after)`` for one failure."""
+    def _delay(self, attempt: int, label: str, server_says: float | None) -> float:
+        """Seconds before the next attempt: the reference's plain doubling for its 429 retries
+        (1, 2, 4, 8 s at ``backoff_s`` 1), else backoff with jitter honouring ``retry-after``."""
+        if label == str(RATE_LIMITED) and not self.cfg.protocol.retry:
+            return self.cfg.backoff_s * 2 ** (attempt - 1)
+        return backoff_delay(attempt, self.cfg.backoff_s, server_says)
+
+    def _sort(self, exc: Exception, *, final: bool) -> tuple[EndpointError | None, str, float | None]:
+        """``(the error to raise now or None to retry, the failure's label, the server's retry-after)``."""
         openai = self._openai
+        retry = self.cfg.protocol.retry
         if isinstance(exc, openai.APIStatusError):
             self._mark_answered()
             status = exc.status_code
@@ -338,23 +362,48 @@ class ChatClient:
             message = f"{status}: {scrub(body, self._key)[:500]}"  # a 401 body may quote the key
             if status in FATAL:
                 why = f"{FATAL[status]} ({' '.join(message.split())[:200]})"
-                return EndpointError(message, infrastructure=True, stop=why), None
-            if status in TRANSIENT or status >= 500:
-                return (EndpointError(message, infrastructure=True) if final else None), retry_after(exc)
-            return EndpointError(message, infrastructure=False, context=context_overflow(message, body)), None
+                return EndpointError(message, infrastructure=True, stop=why), str(status), None
+            again = status == RATE_LIMITED or (retry and (status in TRANSIENT or status >= 500))
+            if again and not final:
+                return None, str(status), retry_after(exc)
+            return (EndpointError(message, infrastructure=False, context=context_overflow(message, body)),
+                    str(status), None)
+        if isinstance(exc, (openai.APITimeoutError, TimeoutError)) and not _connecting(exc):
+            self._mark_answered()  # the server took the request and kept silent: it is there
+            if retry and not final:
+                return None, "timeout", None
+            message = f"timeout: no complete reply within {self.cfg.timeout_s:g} s (timeout_s)"
+            return EndpointError(message, infrastructure=False, ending="timeout"), "timeout", None
         if isinstance(exc, (openai.APIConnectionError, TimeoutError)):
-            message = (f"timeout: no complete reply within {self.cfg.timeout_s:g} s (timeout_s)"
-                       if isinstance(exc, (openai.APITimeoutError, TimeoutError))
-                       else f"{type(exc).__name__}: {exc}")
+            message = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, openai.APITimeoutError):
+                message = f"connection not accepted within {min(self.cfg.timeout_s, CONNECT_TIMEOUT_S):g} s"
             if not final:
-                return None, None
+                return None, "connection", None
             if not self.answered:  # never reached: every other request would fail the same way
                 why = f"the endpoint {self.where} never answered ({message}, {self.cfg.retries} attempts)"
-                return EndpointError(message, infrastructure=True, stop=why), None
-            return EndpointError(message, infrastructure=True), None
+                return EndpointError(message, infrastructure=True, stop=why), "connection", None
+            return EndpointError(message, infrastructure=True), "connection", None
         if isinstance(exc, MalformedReply):
-            return (EndpointError(f"malformed reply: {exc}", infrastructure=True) if final else None), None
+            if retry and not final:
+                return None, "malformed", None
+            return EndpointError(f"malformed reply: {exc}", infrastructure=False, ending="malformed"), \
+                "malformed", None
         raise exc
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+def _connecting(exc: BaseException) -> bool:
+    """Whether a time-out happened while connecting (the SDK transport's ``ConnectTimeout`` anywhere
+    in its chain, by name: the SDK's HTTP library is its own choice): the endpoint is not there,
+    unlike a request it took and never answered."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if type(current).__name__ == "ConnectTimeout":
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False

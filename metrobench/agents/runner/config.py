@@ -42,7 +42,7 @@ from metrobench.credentials import env_name_problem, url_problem
 from metrobench.data.loader import CONFIG_MAX_VALUES, read_yaml
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import prompt_digest
-from metrobench.agents.runner.tool_parsing import ToolParser
+from metrobench.agents.runner.protocol import Protocol
 
 Provider = Literal["llama_cpp", "openai", "azure", "azure_responses", "mistral", "scripted"]
 #: Providers that answer in-process, with no endpoint, key or server, at no cost: ``scripted``, the
@@ -137,20 +137,21 @@ class ModelConfig(BaseModel):
     max_tokens: int = Field(4096, ge=1)
     thinking: bool | None = None               # chat_template_kwargs.enable_thinking (local servers)
     reasoning_effort: str | None = None        # passed through as given (minimal ... xhigh)
-    # "auto" is every API's default when tools are given, and llama-cpp-python's
-    # chatml-function-calling handler offers the tools only when it is sent; None
-    # sends nothing (that handler then renders no tools: plain chat).
-    tool_choice: str | None = "auto"
-    # Tool calls the model writes as <tool_call> blocks in its text (runner.tool_parsing):
-    # "auto" reads them when the reply has no structured tool_calls, "hermes" also next to
-    # structured ones, "none" never (such a reply is a plain-text answer).
-    tool_parser: ToolParser = "auto"
+    # None sends no tool_choice, as the reference (every API then defaults to "auto");
+    # llama-cpp-python's chatml-function-calling handler offers the tools only when
+    # "auto" is sent (without it: plain chat).
+    tool_choice: str | None = None
+    # How the loop meets a live endpoint's failures, unreadable arguments and tool calls
+    # written as text (runner.protocol): the paper's harness unless an option is set.
+    protocol: Protocol = Field(default_factory=Protocol)
     chat_template_kwargs: dict[str, Any] = Field(default_factory=dict)
     extra_body: dict[str, Any] = Field(default_factory=dict)
     max_rounds: int = Field(20, ge=1)
     timeout_s: float = Field(240.0, gt=0)
-    retries: int = Field(5, ge=1)              # attempts per request, 429/5xx/connection errors
-    backoff_s: float = Field(1.0, ge=0)        # first retry delay; doubles each attempt
+    # attempts per request: 429 (the reference's 5) and connection failures; with protocol.retry
+    # also 408, 5xx, time-outs and malformed replies
+    retries: int = Field(5, ge=1)
+    backoff_s: float = Field(1.0, ge=0)        # first retry delay; doubles each attempt (1, 2, 4, 8 s)
     concurrency: int | None = Field(None, ge=1)
     serving: Serving | None = None
     # The study runs the model this many times (the workflow's runs <name>, <name>-rep2, ...);
@@ -204,6 +205,8 @@ class ModelConfig(BaseModel):
             settings["repeat"] = self.repeat
         if self.provider == "scripted":  # only then: every other model's fingerprint stays as it was
             settings["mode"] = self.script_mode
+        else:  # in-process, the scripted model meets no endpoint: no protocol shapes its answers
+            settings["protocol"] = self.protocol.recorded()
         return settings
 
     @property
@@ -237,13 +240,6 @@ class ModelConfig(BaseModel):
         (:func:`~metrobench.agents.prompts.prompt_digest`: an edit of the prompt changes every fingerprint)."""
         shaping = {"name": self.name, **self.settings()}
         shaping["prompt"] = prompt_digest()
-        # Only a non-default parser is hashed, so every transcript made before the setting
-        # existed keeps its fingerprint and resumes. For a model that calls tools the
-        # structured way (every API model) or answers in prose, "auto" runs exactly as the
-        # runner did before; only a model writing <tool_call> blocks in its text behaves
-        # differently, and an old transcript of one should be rerun with --restart.
-        if self.tool_parser != "auto":
-            shaping["tool_parser"] = self.tool_parser
         if self.serving:
             shaping["gguf"] = Path(self.serving.gguf).name if self.serving.gguf else self.serving.gguf_package
             # What a request can hold decides where long rows are cut: part of the run's identity.

@@ -6,28 +6,39 @@ the case's own :class:`ToolSession`; a failed call's body goes back to the
 model so it can correct itself (the 422 of a bad submission included). An
 accepted submission ends a turn; the last accepted one is the case's answer.
 A reply without tool calls ends the case as a plain-text answer (scored, not
-an error). Two consecutive empty replies, a reply cut at the token limit, an
-exhausted budget or an endpoint failure end it with an error. Every record
-says how its case ended (``meta["ending"]`` and ``meta["ending_kind"]``,
+an error). A case ends as the reference's runner ended it
+(:mod:`metrobench.agents.runner.protocol`, the paper's protocol unless the model
+config opts into our robustness): the second empty round of the case (a reply
+with no calls, no text but whitespace and no reasoning; the count is never reset,
+as the reference's was not), an empty reply cut at the token limit (``truncated``,
+set only then), an exhausted budget, what the endpoint answered instead of a reply
+(an HTTP status, a time-out, a malformed body) and tool-call arguments that
+``json.loads`` cannot read or a call without ``id`` (the reference's uncaught
+exception: its text is the error; the message's earlier calls have run) all end
+it with an error, recorded and scored. Every record says how its case ended
+(``meta["ending"]`` and ``meta["ending_kind"]``,
 :func:`~metrobench.transcripts.records.mark_ending`): the model's doing, scored;
 a conversation that outgrew the server's context (``context``, scored as the
 reference scores any refused request: the error, response null; the server's
-token counts in ``meta["context"]``); or the endpoint's (infrastructure), which
-a rerun redoes.
+token counts in ``meta["context"]``); or the endpoint's absence (infrastructure),
+which a rerun redoes.
 
-Unlike the reference, tool-call arguments that are not valid JSON are fed
-back to the model as a tool error (and recorded) instead of ending the case;
-the conversation carries that call on with ``{}`` as its arguments
-(:func:`replayable`), since template-rendering servers refuse invalid JSON there.
-Reasoning tokens, where the endpoint reports them, are summed over the case's rounds into
-``meta["reasoning_tokens"]`` (a part of ``output_tokens``; absent where no reply said).
-A reply whose calls are written as ``<tool_call>`` blocks in its text is taken
-as calling those tools, per the model config's ``tool_parser``
-(:mod:`metrobench.agents.runner.tool_parsing`); a block that cannot be read is fed
-back as a tool error. Such calls are marked ``"parsed_from_text": true`` in
-``tool_calls_made``, and the reply's verbatim text is kept in
-``meta["text_tool_replies"]`` (the conversation holds the prose and the calls,
-each call once, as a parsing server would return them).
+The protocol's options change that, and each time one does, the case records it in
+``meta["protocol"]`` (``{"round", "option", "calls_before", ...}``: the round, and how
+many tool calls the case had made when the reference would have ended it there, which
+is what :mod:`metrobench.paper.protocol_options` needs to score the case as the reference
+would have): ``retry`` (failures retried
+before a reply came, ``failures``), ``argument_feedback`` (unreadable arguments
+fed back to the model as a tool error, ``call``; the conversation carries that call
+on with ``{}`` as its arguments, :func:`replayable`, since template-rendering servers
+refuse invalid JSON there) and ``tool_parser`` (``<tool_call>`` blocks in a reply's
+text run as calls, ``calls``; :mod:`metrobench.agents.runner.tool_parsing`; such calls
+are marked ``"parsed_from_text": true`` in ``tool_calls_made``, the reply's verbatim
+text is kept in ``meta["text_tool_replies"]``, and a block that cannot be read is fed
+back as a tool error). Every retry, the reference's 429 ones included, is in
+``meta["retried"]``. Reasoning tokens, where the endpoint reports them, are summed over
+the case's rounds into ``meta["reasoning_tokens"]`` (a part of ``output_tokens``;
+absent where no reply said).
 
 A client may run its cases its own way by offering ``open_case(system, case, model)``,
 returning a :class:`CaseRun` whose hooks it overrides: :meth:`CaseRun.ask` (where a round's
@@ -47,13 +58,24 @@ from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
 from metrobench.agents.prompts import TOOLS, system_prompt, user_turns
 from metrobench.agents.runner.client import ChatClient, EndpointError, RunStopped
+from metrobench.agents.runner.protocol import PAPER, Protocol
 from metrobench.agents.runner.replies import ChatReply, clean
-from metrobench.agents.runner.tool_parsing import TextCall, ToolParser, apply_tool_parser
+from metrobench.agents.runner.tool_parsing import TextCall, apply_tool_parser
 from metrobench.kiosk.tools.dispatch import ToolResponse, call_tool
 from metrobench.kiosk.tools.session import ToolSession
 from metrobench.transcripts.records import CaseRecord, mark_ending
 from metrobench.vocabulary import SUBMIT_TOOL
 
+#: Empty rounds that end a case (the reference's ``MAX_CONSECUTIVE_EMPTY``, counted over the whole case).
+EMPTY_ROUNDS = 2
+
+
+class CaseEnded(Exception):
+    """The case ends here with this error: what the reference's runner raised out of its loop."""
+
+    def __init__(self, message: str, ending: str) -> None:
+        super().__init__(message)
+        self.ending = ending
 
 
 def reshape(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -88,8 +110,38 @@ def replayable(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "tool_calls": fixed} if changed else message
 
 
+def reference_arguments(raw: Any) -> tuple[Any, dict[str, Any] | None, str | None]:
+    """Tool-call arguments read as the reference read them: ``(as parsed, as sent to the tool, the
+    error the model is shown)``.
+
+    ``json.loads`` on the raw value, whose failure (broken JSON, ``""``, an object where a JSON
+    string belongs, no arguments) ends the case with the exception's text (:class:`CaseEnded`). A
+    JSON value that is not an object is turned into the tool's payload with ``dict()``, as the
+    reference built its request; that failure is an error of the call, shown to the model.
+    """
+    try:
+        value = clean(json.loads(raw))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise CaseEnded(str(exc) if raw is not None else "'arguments'", "arguments") from None
+    if isinstance(value, dict):
+        return value, value, None
+    try:
+        return value, dict(value), None
+    except (TypeError, ValueError) as exc:
+        return value, None, str(exc)
+
+
+def _ends_the_reference(raw: Any, tool_call: dict[str, Any]) -> bool:
+    """Whether the reference's runner would have ended the case on this call (its arguments, or no id)."""
+    try:
+        reference_arguments(raw)
+    except CaseEnded:
+        return True
+    return "id" not in tool_call
+
+
 def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """Tool-call arguments as an object, or the error the model will be shown.
+    """Tool-call arguments as an object, or the error the model will be shown (``argument_feedback``).
 
     Lone surrogates escaped in the arguments' JSON become U+FFFD (see
     :mod:`metrobench.agents.runner.replies`), so every tool and writer can encode them.
@@ -149,13 +201,15 @@ class CaseRun:
         """Whether this tool answer makes the call's arguments the turn's answer: an accepted submission."""
         return name == SUBMIT_TOOL and isinstance(answer.body, dict) and bool(answer.body.get("accepted"))
 
-    def run_tool_calls(self, tool_calls: list[dict[str, Any]],
-                       text_calls: list[TextCall] | None = None) -> dict[str, Any] | None:
+    def run_tool_calls(self, tool_calls: list[dict[str, Any]], text_calls: list[TextCall] | None = None,
+                       protocol: Protocol = PAPER, round_index: int = 0) -> dict[str, Any] | None:
         """Execute one message's calls in order; the last accepted submission's arguments, if any.
 
         ``text_calls`` are the message's last calls, parsed from its text: their
         entries are marked, and a block that could not be read is answered with
-        its error, never run.
+        its error, never run. Arguments are read as ``protocol`` says: the reference's
+        way (unreadable ones raise :class:`CaseEnded`, after the earlier calls ran), or
+        fed back to the model (``argument_feedback``).
         """
         accepted = None
         text_calls = text_calls or []
@@ -164,45 +218,74 @@ class CaseRun:
             text_call = text_calls[position - first_text] if position >= first_text else None
             function = tool_call.get("function") or {}
             name = function.get("name") or ""
+            raw = function.get("arguments")
             if text_call is not None and text_call.error is not None:
-                arguments, problem = None, text_call.error
+                shown, arguments, problem = raw, None, text_call.error
+            elif protocol.argument_feedback:
+                arguments, problem = parse_arguments(raw)
+                shown = raw if problem is not None else arguments
+                if _ends_the_reference(raw, tool_call):
+                    self.record.meta.setdefault("protocol", []).append(
+                        {"round": round_index + 1, "option": "argument_feedback", "call": name,
+                         "calls_before": len(self.record.tool_calls_made)})
             else:
-                arguments, problem = parse_arguments(function.get("arguments"))
-            if problem is not None:
-                entry = {"name": name, "arguments": function.get("arguments"), "result": None,
-                         "error": problem}
+                shown, arguments, problem = reference_arguments(raw)
+            if problem is not None or arguments is None:
+                entry = {"name": name, "arguments": shown, "result": None, "error": problem}
                 content = json.dumps({"error": problem})
             else:
                 answer = self.call(name, arguments)
                 if answer.ok:
-                    entry = {"name": name, "arguments": arguments, "result": answer.body, "error": None}
+                    entry = {"name": name, "arguments": shown, "result": answer.body, "error": None}
                     content = json.dumps(answer.body)
                 else:
-                    entry = {"name": name, "arguments": arguments, "result": None, "error": answer.text}
+                    entry = {"name": name, "arguments": shown, "result": None, "error": answer.text}
                     content = json.dumps({"error": answer.text})
                 if self.answers(name, answer):
                     accepted = arguments
             if text_call is not None:
                 entry["parsed_from_text"] = True
             self.record.tool_calls_made.append(entry)
+            if "id" not in tool_call and not protocol.argument_feedback:
+                raise CaseEnded("'id'", "arguments")  # the reference's KeyError, once the call had run
             self.messages.append({"role": "tool", "tool_call_id": tool_call.get("id") or "",
                                   "content": content})
         return accepted
 
 
-def take_reply(state: CaseRun, message: dict[str, Any], tool_parser: ToolParser,
+def take_reply(state: CaseRun, message: dict[str, Any], protocol: Protocol,
                round_index: int) -> tuple[dict[str, Any], list[TextCall]]:
     """The reply with any text tool calls parsed; their ids are numbered across the case."""
-    parsed, text_calls = apply_tool_parser(message, tool_parser, first_index=state.text_calls + 1)
+    parsed, text_calls = apply_tool_parser(message, protocol.tool_parser, first_index=state.text_calls + 1)
     if text_calls:
         state.text_calls += len(text_calls)
         state.record.meta.setdefault("text_tool_replies", []).append(
             {"round": round_index + 1, "content": message.get("content") or ""})
+        state.record.meta.setdefault("protocol", []).append(
+            {"round": round_index + 1, "option": "tool_parser", "calls": len(text_calls),
+             "calls_before": len(state.record.tool_calls_made)})
     return parsed, text_calls
 
 
+#: Retried failures that the reference retries too (429) or that are the endpoint's absence.
+_REFERENCE_RETRIES = frozenset({"429", "connection"})
+
+
+def note_retries(record: CaseRecord, round_index: int, retried: list[str]) -> None:
+    """Record a round's retried failures (``meta["retried"]``), and those only the ``retry`` option
+    retries as its intervention (``meta["protocol"]``)."""
+    if not retried:
+        return
+    record.meta.setdefault("retried", []).append({"round": round_index + 1, "failures": list(retried)})
+    optional = [label for label in retried if label not in _REFERENCE_RETRIES]
+    if optional:
+        record.meta.setdefault("protocol", []).append(
+            {"round": round_index + 1, "option": "retry", "failures": optional,
+             "calls_before": len(record.tool_calls_made)})
+
+
 async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, model: str,
-                   max_rounds: int, tool_parser: ToolParser = "auto") -> CaseRecord:
+                   max_rounds: int, protocol: Protocol = PAPER) -> CaseRecord:
     """Run one case to its end; every failure is recorded on the record, never raised.
 
     Except :class:`RunStopped`: another request stopped the run, and this case,
@@ -212,11 +295,13 @@ async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, 
     state: CaseRun = open_case(system, case, model) if open_case is not None else CaseRun(system, case, model)
     record = state.record
     start = time.perf_counter()
-    empty_streak = 0
+    empties = 0  # over the whole case: the reference never resets its count after a tool call
     accepted: dict[str, Any] | None = None
+    round_index = 0
     try:
         for round_index in range(max_rounds):
             reply = await state.ask(client)
+            note_retries(record, round_index, reply.retried)
             state.model_ms += reply.elapsed_ms
             record.api_rounds += 1
             record.input_tokens += reply.prompt_tokens
@@ -226,11 +311,10 @@ async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, 
                 state.reasoning_tokens = (state.reasoning_tokens or 0) + reply.reasoning_tokens
             if round_index == 0:
                 record.ttft_ms = round(reply.elapsed_ms, 1)
-            message, text_calls = take_reply(state, reply.message, tool_parser, round_index)
+            message, text_calls = take_reply(state, reply.message, protocol, round_index)
             if message.get("tool_calls"):
-                empty_streak = 0
-                state.messages.append(replayable(message))
-                accepted_now = state.run_tool_calls(message["tool_calls"], text_calls)
+                state.messages.append(replayable(message) if protocol.argument_feedback else message)
+                accepted_now = state.run_tool_calls(message["tool_calls"], text_calls, protocol, round_index)
                 if accepted_now is not None:
                     accepted = accepted_now
                     if state.pending_turns:
@@ -243,27 +327,25 @@ async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, 
                 continue
             content = message.get("content") or ""
             reasoning = message.get("reasoning_content") or ""
-            if state.pending_turns and (content or reasoning):
-                empty_streak = 0
+            if state.pending_turns and (content.strip() or reasoning):
                 state.messages.append(message)
                 state.messages.append({"role": "user", "content": state.pending_turns.pop(0)})
                 continue
-            if not content and not reasoning:
+            if not content.strip() and not reasoning:  # whitespace is empty, as the reference reads it
+                empties += 1
+                record.empty_rounds += 1
                 if reply.finish_reason == "length":
-                    record.truncated = True
+                    record.truncated = True  # only here, as the reference sets it
                     record.error = (f"truncated: finish_reason=length on round {round_index + 1} "
                                     f"(completion_tokens={reply.completion_tokens} ~ max_tokens cap); "
                                     "raise max_tokens")
                     break
-                empty_streak += 1
-                record.empty_rounds += 1
-                if empty_streak >= 2:
-                    record.error = (f"empty-response retry exhausted: 2 consecutive empty rounds "
+                if empties >= EMPTY_ROUNDS:
+                    record.error = (f"empty-response retry exhausted: {empties} empty rounds "
                                     f"(finish_reason={reply.finish_reason})")
                     break
                 continue
             state.messages.append(message)
-            record.truncated = reply.finish_reason == "length"  # cut short, but still scored
             try:
                 parsed = json.loads(content)
             except json.JSONDecodeError:
@@ -276,12 +358,16 @@ async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, 
             record.error = f"Exhausted {max_rounds} tool call rounds"
     except RunStopped:
         raise
+    except CaseEnded as exc:
+        record.error = str(exc)
+        record.meta["ending"] = exc.ending
     except EndpointError as exc:
+        note_retries(record, round_index, exc.retried)
         record.error = str(exc)
         if exc.context is not None:  # the conversation outgrew the server's context
             record.meta["ending"] = "context"
             if exc.context:
                 record.meta["context"] = exc.context
         else:
-            record.meta["ending"] = "infrastructure" if exc.infrastructure else "refused"
+            record.meta["ending"] = exc.ending or ("infrastructure" if exc.infrastructure else "refused")
     return state.finish(start)

@@ -3,8 +3,8 @@
 The runner reads the body's JSON itself (never the SDK's unvalidated models)
 and checks every field it uses, so that no reply, however shaped, can crash a
 run: a body that is not the shape the dialect promises raises
-:class:`MalformedReply`, which the client retries and then records on the case
-as a retryable endpoint failure. What is accepted:
+:class:`MalformedReply`, which ends the case as the reference's exception did
+(``malformed``, scored; retried first with the protocol's ``retry`` option). What is accepted:
 
 * ``content``: a string or null; or a list of parts (Mistral's reasoning
   models): string parts and parts with a string ``text`` are the content,
@@ -14,7 +14,7 @@ as a retryable endpoint failure. What is accepted:
   that is neither a string nor an object is malformed.
 * ``tool_calls``: null or a list of objects, each with a ``function`` object
   whose ``name`` is a string and whose ``arguments`` are a string, an object or
-  null (the loop feeds unreadable arguments back to the model, as before).
+  null (the loop reads them as the protocol says: :mod:`metrobench.agents.runner.protocol`).
 * token counts: integers (or null/absent, read as 0); a string, a boolean or a
   fraction is malformed. Reasoning tokens (``usage.completion_tokens_details.reasoning_tokens``;
   the Responses API's ``usage.output_tokens_details.reasoning_tokens``) are a part of the
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: A surrogate code point on its own (Python joins a valid JSON pair into one character).
@@ -38,7 +38,7 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class MalformedReply(Exception):
-    """An HTTP 200 whose body is not the shape the dialect promises (transient: retried)."""
+    """An HTTP 200 whose body is not the shape the dialect promises (the case's ending unless retried)."""
 
 
 @dataclass
@@ -50,6 +50,9 @@ class ChatReply:
     cached_tokens: int | None = None
     elapsed_ms: float = 0.0
     reasoning_tokens: int | None = None  # of completion_tokens; None: the endpoint does not say
+    #: Failures retried before this reply came (``"429"``, ``"500"``, ``"timeout"``, ``"malformed"``,
+    #: ``"connection"``), in order: what the loop records of the protocol's retries.
+    retried: list[str] = field(default_factory=list)
 
 
 def snippet(value: Any) -> str:
@@ -173,9 +176,16 @@ def _usage(body: dict[str, Any], details: str, cached_key: str = "cached_tokens"
 
 
 def checked_message(message: dict[str, Any]) -> dict[str, Any]:
-    """An assistant message with text content, checked tool calls and text reasoning."""
+    """An assistant message with text content, checked tool calls and text reasoning.
+
+    A ``content`` of null stays null (a reply of tool calls only): the conversation sends the
+    message back as the endpoint gave it, as the reference does, and a template renders null and
+    ``""`` differently."""
+    null_content = message.get("content") is None
     message = _drop_none(message)
     message["content"], thinking = content_text(message.get("content"))
+    if null_content:
+        message["content"] = None
     if thinking and not message.get("reasoning_content"):
         message["reasoning_content"] = thinking
     if "reasoning_content" in message and not isinstance(message["reasoning_content"], str):

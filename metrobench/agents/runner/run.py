@@ -2,11 +2,12 @@
 
 Each finished case is appended to the transcript and flushed at once, so a
 killed run loses only the cases in flight. A rerun skips the cases already
-recorded, except those whose ending was the infrastructure's (429/5xx after all
-retries, time-outs, a dead server, a refused key: ``meta["retryable"]``):
-those are redone. A run that leaves any such case fails (:meth:`RunSummary.problem`,
-which the commands raise as one ``metrobench: error:`` line counting the cases
-per ending); one stopped by a fatal endpoint error (a refused key, an unknown
+recorded, except those whose ending was the infrastructure's (an endpoint that is not
+there: connection refused, a refused key, an unknown model: ``meta["retryable"]``;
+:mod:`metrobench.agents.runner.protocol`): those are redone. A run that leaves any such
+case fails (:meth:`RunSummary.problem`, which the commands raise as one
+``metrobench: error:`` line counting the cases per ending and naming the cases and why);
+one stopped by a fatal endpoint error (a refused key, an unknown
 model, a server that never answered) sends no further case. Every record carries
 the model-config fingerprint and its case's hash; a rerun under a different
 configuration, against a changed case or for another system refuses to mix
@@ -263,7 +264,8 @@ class RunSummary:
     endings: Counter[str] = field(default_factory=Counter)
     not_run: int = 0               # cases a stopped run never recorded (a rerun runs them)
     stopped: str | None = None     # the fatal endpoint error that stopped the run
-    first_failure: str | None = None  # the first infrastructure ending's error
+    #: The cases that ended on the infrastructure, with their errors, in the order they ended.
+    failures: list[tuple[str, str]] = field(default_factory=list)
 
     def counts(self) -> str:
         """``36 cases: 30 answered, 4 round budget, 2 infrastructure (retryable)``."""
@@ -281,9 +283,15 @@ class RunSummary:
                     "fix the endpoint, key or model name and rerun the same command")
         if infra:
             return (f"{self.path}: {infra} of {self.ran} cases ended on the endpoint, not the model "
-                    f"(first: {_short(self.first_failure or '')}); they stay retryable: rerun the same command "
+                    f"({self.which()}); they stay retryable: rerun the same command "
                     f"to redo exactly them ({self.counts()})")
         return None
+
+    def which(self, shown: int = 5) -> str:
+        """The infrastructure's cases and why: ``MARTA-A-001: ConnectError: ...; ... (and 3 more)``."""
+        named = "; ".join(f"{case_id}: {_short(error)[:160]}" for case_id, error in self.failures[:shown])
+        more = len(self.failures) - shown
+        return named + (f" (and {more} more)" if more > 0 else "")
 
 
 def _short(text: str) -> str:
@@ -296,15 +304,15 @@ class _Tally:
     def __init__(self) -> None:
         self.endings: Counter[str] = Counter()
         self.written = self.failed = 0
-        self.first_failure: str | None = None
+        self.failures: list[tuple[str, str]] = []
 
     def add(self, record: CaseRecord) -> None:
         kind = ending(record)
         self.endings[kind] += 1
         self.written += 1
         self.failed += record.error is not None
-        if kind == "infrastructure" and self.first_failure is None:
-            self.first_failure = record.error
+        if kind == "infrastructure":
+            self.failures.append((record.case_id, str(record.error)))
 
 
 def open_client(cfg: ModelConfig, base_url: str | None = None) -> ChatClient | Any:
@@ -331,7 +339,7 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
                 return  # not sent: a rerun runs it
             try:
                 record = await run_case(client, system, case, model=cfg.name, max_rounds=cfg.max_rounds,
-                                        tool_parser=cfg.tool_parser)
+                                        protocol=cfg.protocol)
             except RunStopped:
                 return
         record.meta.update(config=fingerprint, case_sha=case_hash(case), settings=cfg.settings())
@@ -379,4 +387,4 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
                                          selection.to_meta() if selection else None, serving))
             stopped = client.stopped
     return RunSummary(Path(out), tally.written, len(cases) - len(todo), tally.failed, time.perf_counter() - start,
-                      tally.endings, len(todo) - tally.written, stopped, tally.first_failure)
+                      tally.endings, len(todo) - tally.written, stopped, tally.failures)
