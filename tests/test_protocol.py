@@ -283,3 +283,45 @@ def test_the_protocol_is_a_recorded_setting_of_the_fingerprint():
     assert "protocol" not in ModelConfig(name="r", provider="scripted").settings()  # no endpoint, no protocol
     with pytest.raises(MetrobenchError, match="field protocol.retries: Extra inputs are not permitted"):
         parse_model_config({"name": "m", "protocol": {"retries": True}})
+
+
+# --- what each option changed, measured -----------------------------------------------------------
+
+def test_the_options_table_undoes_each_option_as_a_paper_protocol_run_ends_its_cases(bench, tmp_path):
+    """A run with every option, tabulated with the options undone, scores as the same endpoint run
+    under the paper's protocol: the counterfactual is the measurement, not an estimate."""
+    from metrobench.paper.protocol_options import options_table
+
+    text = '<tool_call>{"name": "line_info", "arguments": {"line": "Red"}}</tool_call>'
+    submit_text = '{"outcome": "request_declined", "kiosk_action": {"action": "display_info"}}'
+    def script(number, request):
+        first_user = request["body"]["messages"][1]["content"]
+        which = IDS.index(next(i for i in IDS if first_user == _user(bench, i)))
+        if which == 0:   # a text tool call, then an answer
+            return chat_payload(text) if number == 1 else chat_payload(submit_text)
+        if which == 1:   # a call, a 500, then an answer
+            if number == 1:
+                return chat_payload(None, [tool_call("line_info", LINE_INFO)])
+            return (500, ERROR_BODY) if number == 2 else chat_payload(submit_text)
+        return chat_payload(submit_text)   # untouched
+
+    every = {"retry": True, "argument_feedback": True, "tool_parser": "auto"}
+    for name, protocol in (("robust", every), ("paper", None)):
+        with Endpoint(script) as server:
+            run_model(cfg(server.url, protocol, name=name, retries=3), bench.system("marta"),
+                      [bench.case(i) for i in IDS], tmp_path / "runs" / name / "marta.jsonl",
+                      progress_stream=open("/dev/null", "w"))
+    table = options_table(bench, tmp_path / "runs", ["robust", "paper"]).set_index("model")
+    robust, paper = table.loc["robust"], table.loc["paper"]
+    assert robust["options"] == "argument_feedback, retry, tool_parser=auto" and paper["options"] == "paper"
+    assert (robust["retry_cases"], robust["tool_parser_cases"], robust["argument_feedback_cases"],
+            robust["changed_cases"]) == (1, 1, 0, 2)
+    assert paper["changed_cases"] == 0 and paper["tier1_paper_protocol"] == paper["tier1"]
+    assert robust["tier1_paper_protocol"] == paper["tier1"] != robust["tier1"]
+    assert robust["tier1_without_argument_feedback"] == robust["tier1"]
+
+
+def _user(bench, case_id: str) -> str:
+    from metrobench.agents.prompts import user_turns
+
+    return user_turns(bench.case(case_id).raw)[0]

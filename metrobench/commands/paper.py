@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    for add in (_add_tables, _add_stats, _add_errata_table, _add_view, _add_agreement):
+    for add in (_add_tables, _add_stats, _add_errata_table, _add_protocol_options, _add_view, _add_agreement):
         add(sub)
 
 
@@ -100,6 +100,22 @@ def cmd_errata_table(args: argparse.Namespace) -> int:
     from metrobench.paper.report import errata_table
 
     return _write_and_show(errata_table(open_bench(args.data), Path(args.runs), args.model), Path(args.out))
+
+
+def _add_protocol_options(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("protocol-options", help="per model: the cases each protocol option changed, and Tier 1 "
+                                                "with each undone (docs/runner.md, \"The protocol\")")
+    add_data(p)
+    p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl")
+    p.add_argument("--model", action="append", required=True, help="model run (repeatable)")
+    p.add_argument("--out", required=True, help="CSV")
+    p.set_defaults(func=cmd_protocol_options)
+
+
+def cmd_protocol_options(args: argparse.Namespace) -> int:
+    from metrobench.paper.protocol_options import options_table
+
+    return _write_and_show(options_table(open_bench(args.data), Path(args.runs), args.model), Path(args.out))
 
 
 def _add_view(sub: Subparsers[argparse.ArgumentParser]) -> None:

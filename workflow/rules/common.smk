@@ -386,5 +386,7 @@ def intermediate(path):
 
 # The runs the errata table rescores (default: the rule agent).
 ERRATA_MODELS = STUDY.stats.errata_models
+# The runs whose protocol options the options table measures: the protocol table's (Table 9's).
+PROTOCOL_MODELS = members(STUDY.stats_models(STUDY.stats.bootstrap_models))
 # The models of the case viewer: the config's view.models, else the leaderboard's, else the rule agent.
 VIEW_MODELS = STUDY.view_models()

@@ -93,6 +93,38 @@ rule errata_table:
         " > {log} 2>&1"
 
 
+rule protocol_options:
+    input:
+        # what each protocol option changed in these runs, and Tier 1 with it undone
+        runs_of(PROTOCOL_MODELS),
+    output:
+        csv=report(
+            paths.table_path("protocol_options"),
+            caption="../report/protocol_options.rst",
+            category="Tables",
+            subcategory="protocol options",
+            labels={"table": "protocol_options", "format": "CSV"},
+        ),
+        md=report(
+            paths.table_path("protocol_options", suffix=".md"),
+            caption="../report/protocol_options.rst",
+            category="Tables",
+            subcategory="protocol options",
+            labels={"table": "protocol_options", "format": "Markdown"},
+        ),
+    log:
+        "logs/report/protocol_options.log",
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        data=data_flag(),
+        runs=lambda w: paths.runs_root(BENCH_VIEW),
+        models=" ".join(f"--model {m}" for m in PROTOCOL_MODELS),
+    shell:
+        "metrobench protocol-options {params.data} --runs {params.runs} {params.models}"
+        " --out {output.csv} > {log} 2>&1"
+
+
 rule view:
     input:
         runs=runs_of(VIEW_MODELS),
