@@ -258,6 +258,9 @@ def test_table4_plan_fetches_every_model_by_name_and_needs_no_judge(tmp_path):
         # a base GGUF is an input of its bench jobs, so it is fetched before the server starts
         bench = plan.stdout.split("rule run:", 1)[1].split("\n\n", 1)[0]
         assert re.search(r"input: .*models/Qwen3\.5-", bench)
+        # the card travels with each run, which holds its fetched GGUF's header against it (issue 49, item 6)
+        assert """ --require-gpu --gpu '{"name": "RTX 5090", "memory_gib": 32.0, "headroom_gib": 1.0, """ \
+            """"enforce": true}'""" in bench, bench
 
 
 @pytest.mark.slow
