@@ -34,6 +34,8 @@ configured card (``gpu``); a plan with a job that does not fit is refused in one
 naming the row, its estimate and the card, before anything starts (``force``: shown
 anyway, and Snakemake's dry run told ``gpu.enforce: false``). Below the table, the disk
 the planned jobs fetch and write at their peak (:func:`metrobench.footprint.disk.jobs_disk`).
+Beside them, :func:`timeout_warnings`: each served row of the plan whose ``max_tokens`` cannot be
+generated within its ``timeout_s`` at its configured decode rate a slot, named before it starts.
 
 After a run, a job's Snakemake benchmark file (``benchmark:``, column ``s``)
 gives its wall time: a planned job that has one is counted under ``ran``, with
@@ -47,6 +49,7 @@ import argparse
 import contextlib
 import csv
 import fnmatch
+import math
 import re
 import shlex
 import subprocess
@@ -63,6 +66,7 @@ from metrobench.footprint.fit import GpuNeed, fits, refusal, serving_need, study
 from metrobench.study import Rate, StudyConfig, load_study
 
 if TYPE_CHECKING:
+    from metrobench.agents.runner.config import ModelConfig
     from metrobench.data import Benchmark
     from metrobench.data.models import Case
     from metrobench.transcripts.records import CaseRecord
@@ -424,6 +428,51 @@ def run_cost(study: StudyConfig, model: str, cases: int) -> Cost:
     return Cost(cases * per_case, 0.0, 0.0)
 
 
+def run_settings(study: StudyConfig, model: str) -> ModelConfig:
+    """The model config a run job of ``model`` is made with, as the workflow's ``run`` rule builds its
+    ``bench`` command: a repeat's model at its repeat, a student's ``student_serving`` serving its GGUF."""
+    from metrobench.agents.runner.config import study_run_config
+
+    student = layout.student_of(study.seeds(), model)
+    if student is not None:
+        return study_run_config(study, model, gguf=layout.under(study.results).quantized_gguf(*map(str, student)))
+    repeat = study.repeat_of(model) or (model, 1)
+    return study_run_config(study, repeat[0], repeat=repeat[1])
+
+
+def timeout_warnings(study: StudyConfig, models: Iterable[str]) -> list[str]:
+    """A line for each served model whose ``max_tokens`` cannot be generated within its ``timeout_s``.
+
+    Why: llama-server shares its decode rate (``throughput``'s ``decode_tps``, the server's aggregate)
+    among the requests it decodes at once, the model's ``concurrency`` up to its ``serving.parallel``
+    slots; a reply of ``max_tokens`` at that per-slot rate that needs longer than one request's
+    ``timeout_s`` ends in a time-out, retried and then failed as infrastructure, hours into a run.
+    Said by ``metrobench plan`` before anything starts. A model with no decode rate (no ``throughput``
+    entry: its GPU-hours show ``?``) is not checked; a hosted or scripted one has no slots here."""
+    out: list[str] = []
+    for model in dict.fromkeys(models):
+        if not is_local(study, model):
+            continue
+        rate = rate_of(study, model, True)
+        if rate is None or rate.decode_tps is None:
+            continue
+        try:
+            cfg = run_settings(study, model)
+        except MetrobenchError:
+            continue        # its run job stops on the same error, naming it
+        slots = min(cfg.parallel, cfg.serving.parallel) if cfg.serving is not None else cfg.parallel
+        per_slot = rate.decode_tps / max(1, slots)
+        needed = cfg.max_tokens / per_slot
+        if needed > cfg.timeout_s:
+            out.append(
+                f"model {model}: max_tokens {cfg.max_tokens:,} at {per_slot:g} tokens/s a slot ({rate.decode_tps:g} "
+                f"decode_tps over {slots} slot{'s' if slots != 1 else ''}) takes about {needed:.0f} s, more than its "
+                f"timeout_s {cfg.timeout_s:g}: a reply that long times out; raise this row's timeout_s (to at "
+                f"least {math.ceil(needed / 10) * 10}) or lower its max_tokens (to at most "
+                f"{math.floor(per_slot * cfg.timeout_s):,})")
+    return out
+
+
 def train_minutes(study: StudyConfig, size: str) -> float | None:
     """A size's minutes per seed; ``27b-corrected`` falls back to ``27b``."""
     minutes = study.throughput.train_minutes
@@ -588,6 +637,7 @@ class Plan:
     rows: list[Row]
     disk: DiskPlan
     study: StudyConfig
+    warnings: list[str] = field(default_factory=list)   # served rows whose longest reply times out
 
 
 def plan_of(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG,), overrides: Sequence[str] = (),
@@ -609,7 +659,8 @@ def plan_of(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG
         raise MetrobenchError(problem)
     with contextlib.chdir(root):
         disk = jobs_disk(study, study_lock(study), jobs)
-    return Plan(rows, disk, study)
+        warnings = timeout_warnings(study, [row.model for row in rows if row.stage.endswith("runs")])
+    return Plan(rows, disk, study, warnings)
 
 
 def plan(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG,), overrides: Sequence[str] = (),

@@ -256,3 +256,89 @@ def test_the_workflow_refuses_a_config_that_does_not_fit_before_the_first_job(tm
     assert teacher.split()[-2:] == ["32.2", "NO"]
     disk = next(line for line in out if line.startswith("disk: "))
     assert "served GGUFs 76, bases 84, student GGUFs 52, merged + f16 108" in disk
+
+
+# -- issue 49, item 6: the fit checked again from the real header before the server starts ----------------
+
+WIDE_CARD = {"name": "Test card", "memory_gib": 16}
+
+
+def wide_llama(path: Path) -> Path:
+    """A GGUF named as Llama 3.1-8B's file whose header says four times its KV width: 32 KV heads of 128
+    in each of 32 blocks (512 KiB of f16 KV a token; the table's 8 heads hold 128 KiB)."""
+    gguf = pytest.importorskip("gguf")
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(32)
+    writer.add_embedding_length(4096)
+    writer.add_feed_forward_length(14336)
+    writer.add_head_count(32)
+    writer.add_head_count_kv(32)
+    writer.add_uint32("llama.vocab_size", 256)
+    writer.add_tensor("token_embd.weight", np.zeros((256, 64), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_gguf_wider_than_the_table_stops_its_run_before_the_server_starts(tmp_path, root, capsys):
+    marker = tmp_path / "server-started"
+    binary = tmp_path / "llama-server"
+    binary.write_text(f"#!/bin/sh\necho \"$@\" > {marker}\nexit 1\n")   # a server that says it was started
+    binary.chmod(0o755)
+    gguf = tmp_path / "models" / "Llama-3.1-8B-Instruct-Q8_0.gguf"
+    config = tmp_path / "study.yaml"
+    config.write_text(yaml.safe_dump({
+        "systems": ["cta"], "gpu": WIDE_CARD,
+        "models": {"wide": {"provider": "llama_cpp", "serving": {
+            "gguf": str(gguf), "binary": str(binary), "n_ctx": 32768, "parallel": 2, "n_gpu_layers": 999}}}}))
+    study = load_study([config])
+    # the workflow's start, before the fetch job: the table's widths, about 12.3 GiB, fit 16 less 1 free
+    assert not gguf.exists() and check_study(study, str(config)) is None
+    assert by_name(study)["wide"].gib < 15
+
+    wide_llama(gguf)                                                     # the fetch job brings the real file
+    assert arch_of(gguf).kv_heads == 32 and arch_of(gguf).source == str(gguf)
+    out = tmp_path / "out.jsonl"
+    run = ["bench", "--data", str(root), "--system", "cta", "--config", str(config), "--model", "wide",
+           "--cases", "CTA-A-001", "--out", str(out)]
+    assert main([*run, "--gpu", yaml.safe_dump(WIDE_CARD, default_flow_style=True).strip()]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(f"metrobench: error: {gguf}: serving wide needs about 16.")
+    assert "kv 16.0" in err and "at n_ctx 32,768; widths from its header" in err
+    assert "more than the card's 16 GiB (Test card) less the 1 GiB kept free" in err
+    assert not marker.exists() and not out.exists()                      # no server was started
+
+    # --require-gpu alone: the card from the --config study; the same refusal, before its build is looked at
+    assert main([*run, "--require-gpu"]) == 2
+    assert capsys.readouterr().err.startswith(f"metrobench: error: {gguf}: serving wide needs about 16.")
+    assert not marker.exists()
+
+    # a card it fits, or enforce: false: the check passes and the server is started (the fake then exits)
+    for card in ("{name: Big card, memory_gib: 24}", "{name: Test card, memory_gib: 16, enforce: false}"):
+        assert main([*run, "--gpu", card]) == 2
+        assert marker.exists(), card
+        assert "exited with status 1" in capsys.readouterr().err
+        marker.unlink()
+
+
+def test_a_bad_gpu_card_on_the_command_line_is_one_line(capsys):
+    assert main(["bench", "--system", "cta", "--model", "m", "--out", "o.jsonl", "--gpu", "{name: x}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "argument --gpu: field memory_gib: Field required" in err[0], err
+
+
+def test_the_card_the_workflow_writes_is_the_card_bench_reads():
+    # gpu_flag() (workflow/rules/common.smk) writes the study's gpu as JSON, shell-quoted
+    import json
+    import shlex
+
+    from metrobench.commands.runs import gpu_card
+
+    study = load_study([PAPER])
+    card = shlex.split(shlex.quote(json.dumps(study.gpu.model_dump(), separators=(", ", ": "))))
+    assert len(card) == 1 and gpu_card(card[0]) == study.gpu

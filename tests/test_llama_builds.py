@@ -383,7 +383,9 @@ def test_bench_require_gpu_stops_before_the_server_starts(tmp_path, root, monkey
 
 def test_the_workflow_passes_require_gpu_only_when_the_config_names_a_card():
     text = (REPO / "workflow" / "rules" / "common.smk").read_text()
-    assert '" --require-gpu" if getattr(STUDY, "gpu", None) else ""' in text
+    # with the card itself (issue 49, item 6: the run holds the fetched GGUF's header against it)
+    assert 'gpu = getattr(STUDY, "gpu", None)\n    if not gpu:\n        return ""' in text
+    assert 'return f" --require-gpu --gpu {shlex.quote(card)}"' in text
     assert "{gpu_flag()}" in text
 
 

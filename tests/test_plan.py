@@ -292,3 +292,63 @@ def test_a_scripted_teacher_is_counted_from_its_own_work_transcript_and_costs_no
     baseline = [w for w in words if w != "--teacher"]   # the baseline mode's work transcript: none yet
     assert Cases(study, Path(".")).count_run(_flags(baseline), baseline) == 117
     assert run_cost(study, "rule-agent", 117) == Cost()
+
+
+# -- issue 49, item 3: a reply that cannot be generated within its time-out, said before the run ----------
+
+#: The paper config's rows with max_tokens 16,384 served here (the hosted 16k rows have no slots here):
+#: at its 27B rate, 90 decode tokens/s over 2 slots, 16,384 / 45 = 364 s > the default timeout_s 240.
+PAPER_16K = {"qwen3.5-27b-greedy-16k", "qwen3.5-27b-vendor-16k", "qwen3.6-27b", "qwen3.6-27b-vendor-16k",
+             "qwen3.8-27b", "qwen3.8-27b-greedy-16k"}
+
+
+def test_the_plans_time_out_warning_on_the_paper_config_names_the_16k_rows():
+    from metrobench import layout
+    from metrobench.plan import timeout_warnings
+    from metrobench.study import load_study
+
+    study = load_study(["config/config.yaml"])
+    every = [*study.members(study.benchmarked()), *layout.student_models(study.seeds())]
+    sixteen = {m for m in study.models if isinstance(study.models[m], dict) and study.models[m].get("max_tokens") == 16384
+               and study.models[m].get("provider", "llama_cpp") == "llama_cpp"}
+    assert sixteen == PAPER_16K                       # the config as the test reads it
+    warnings = timeout_warnings(study, every)
+    named = {line.split(":", 1)[0].removeprefix("model ") for line in warnings}
+    assert named == PAPER_16K and len(warnings) == len(PAPER_16K)
+    line = next(w for w in warnings if w.startswith("model qwen3.6-27b:"))
+    assert line == ("model qwen3.6-27b: max_tokens 16,384 at 45 tokens/s a slot (90 decode_tps over 2 slots) takes "
+                    "about 364 s, more than its timeout_s 240: a reply that long times out; raise this row's timeout_s "
+                    "(to at least 370) or lower its max_tokens (to at most 10,800)")
+
+
+def test_a_row_under_its_time_out_is_not_named_and_slots_are_the_requests_decoded_at_once(root):
+    from metrobench.plan import timeout_warnings
+    from metrobench.study import validate_study
+
+    config = small_config(root)
+    models = config["models"]
+    # tiny: 4,096 at 100 / 2 = 50 a slot: 82 s, under 240. other: 16,384 at 50 a slot: 328 s, over
+    models["other"]["max_tokens"] = 16384
+    # alone: 16,384 at 100 a slot (one request in flight, concurrency 1): 164 s, under
+    models["alone"] = {**models["other"], "concurrency": 1}
+    # patient: the same 328 s, within its own timeout_s
+    models["patient"] = {**models["other"], "timeout_s": 400}
+    config["throughput"]["models"] = {**config["throughput"]["models"], "other": TINY, "alone": TINY,
+                                      "patient": TINY}
+    models["unpriced"] = {**models["other"]}          # no throughput entry, no local default: not checked
+    study = validate_study(config)
+    warnings = timeout_warnings(study, ["tiny", "other", "alone", "patient", "unpriced", "hosted", "rule-agent"])
+    assert [w.split(":", 1)[0] for w in warnings] == ["model other"]
+    assert "takes about 328 s, more than its timeout_s 240" in warnings[0]
+
+
+def test_plan_prints_the_time_out_warning_on_stderr_and_still_exits_0(workflow: Path, root: Path, capsys):
+    config = small_config(root)
+    config["models"]["other"]["max_tokens"] = 16384
+    config["throughput"]["models"]["other"] = TINY
+    (workflow / "long.yaml").write_text(yaml.safe_dump(config))
+    assert main(["plan", TARGETS[0], TARGETS[3], "--configfile", "long.yaml", "--directory", str(workflow)]) == 0
+    captured = capsys.readouterr()
+    warnings = [line for line in captured.err.splitlines() if line.startswith("metrobench: warning: ")]
+    assert len(warnings) == 1 and warnings[0].startswith("metrobench: warning: model other: max_tokens 16,384 ")
+    assert "tiny" not in warnings[0] and captured.out.splitlines()[0].split()[:2] == ["stage", "model"]

@@ -111,6 +111,31 @@ def test_a_failed_jobs_log_is_printed_under_its_error(tmp_path, root):
     assert "metrobench: error:" in run.stderr and "logs/data/verify.log" in run.stderr, run.stderr[-3000:]
 
 
+def test_both_profiles_keep_going_past_a_failed_job():
+    # issue 49, item 3: one failed run job must not end a two-day `snakemake results/table4.csv`
+    for profile in ("default", "slurm"):
+        settings = yaml.safe_load((REPO / "profiles" / profile / "config.yaml").read_text())
+        assert settings["keep-going"] is True and settings["show-failed-logs"] is True, profile
+
+
+@pytest.mark.slow
+def test_the_workstation_profile_runs_what_does_not_depend_on_a_failed_job(tmp_path):
+    # issue 49, item 3: on one core the failing job runs first (priority); the other still runs after it
+    # under profiles/default, and does not without the profile (Snakemake's own default: stop)
+    import shutil
+
+    shutil.copytree(REPO / "profiles", tmp_path / "profiles")
+    (tmp_path / "Snakefile").write_text(
+        'rule all:\n    input: "failed.txt", "independent.txt"\n\n'
+        'rule failing:\n    output: "failed.txt"\n    priority: 10\n    shell: "exit 3"\n\n'
+        'rule independent:\n    output: "independent.txt"\n    shell: "touch {output}"\n')
+    bare = snakemake(tmp_path, "--cores", "1", "--workflow-profile", "none", timeout=120)
+    assert bare.returncode != 0 and not (tmp_path / "independent.txt").exists(), bare.stderr[-2000:]
+    kept = snakemake(tmp_path, "--cores", "1", timeout=120)
+    assert kept.returncode != 0, kept.stderr[-2000:]
+    assert (tmp_path / "independent.txt").exists() and not (tmp_path / "failed.txt").exists(), kept.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_a_config_without_report_targets_builds_table2_and_the_viewer(tmp_path, root):
     # issue 44: report.targets unset -> `rule all` (and so `snakemake --report`) has Table 2 and the viewer
@@ -233,6 +258,9 @@ def test_table4_plan_fetches_every_model_by_name_and_needs_no_judge(tmp_path):
         # a base GGUF is an input of its bench jobs, so it is fetched before the server starts
         bench = plan.stdout.split("rule run:", 1)[1].split("\n\n", 1)[0]
         assert re.search(r"input: .*models/Qwen3\.5-", bench)
+        # the card travels with each run, which holds its fetched GGUF's header against it (issue 49, item 6)
+        assert """ --require-gpu --gpu '{"name": "RTX 5090", "memory_gib": 32.0, "headroom_gib": 1.0, """ \
+            """"enforce": true}'""" in bench, bench
 
 
 @pytest.mark.slow

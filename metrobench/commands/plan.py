@@ -5,12 +5,16 @@ runs, GPU-hours, API input and output tokens, each row's peak GPU memory and whe
 it fits the configured card, totals) and the disk the plan needs, for the dry run of the
 targets on the config files (``--configfile``, default ``config/config.yaml``,
 ``--config KEY=VALUE`` passed through as Snakemake reads them). The logic and the
-sources of its numbers are :mod:`metrobench.plan`'s.
+sources of its numbers are :mod:`metrobench.plan`'s. Before the table, on stderr, one
+``metrobench: warning:`` line for each served row whose ``max_tokens`` cannot be generated
+within its ``timeout_s`` at the config's decode rate (:func:`metrobench.plan.timeout_warnings`);
+the plan still exits 0, since the row runs, only its longest replies time out.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from metrobench.commands.common import Subparsers
@@ -44,6 +48,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     planned = plan_of(args.targets, args.configfile or [DEFAULT_CONFIG], args.config, forceall=args.all,
                       cwd=args.directory, force=args.force)
     rows = planned.rows
+    for warning in planned.warnings:   # before the table: they are what to fix before starting
+        print(f"metrobench: warning: {warning}", file=sys.stderr, flush=True)
     print(render(rows))
     gpu = planned.study.gpu
     print(f"GPU GiB: peak estimate of a row's jobs (metrobench/footprint/; ~: inferred widths); fits: "

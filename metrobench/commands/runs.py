@@ -13,7 +13,9 @@ another job that holds ``W``; an ``--out`` that is ``W`` under another spelling 
 recorded in every record (:mod:`metrobench.transcripts.selection`) for ``score`` to read.
 ``bench`` takes the transcript's lock before it starts the server; with ``--require-gpu`` it first
 refuses a GPU row (``n_gpu_layers > 0``) on a build that would serve it on the CPU
-(:func:`metrobench.agents.serving.require_gpu`).
+(:func:`metrobench.agents.serving.require_gpu`), and a GGUF whose own header says it does not fit
+the card (``--gpu``, the study config's ``gpu``: :func:`check_fit`), naming the row, its estimate
+and the card.
 
 The last line counts the cases per ending. A run that leaves a case on an
 infrastructure ending (the endpoint, not the model) or that was stopped (a
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from metrobench.data import Benchmark
     from metrobench.data.models import Case
     from metrobench.data.selection import Selection
+    from metrobench.study import Gpu
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -56,8 +59,57 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--require-gpu", action="store_true",
                    help="refuse a model with serving.n_gpu_layers > 0 on a llama.cpp build that would serve it on "
                         "the CPU (no GPU backend or device), unless serving.allow_cpu (the workflow passes it when "
-                        "the config names its gpu)")
+                        "the config names its gpu); and a GGUF that does not fit the card (--gpu, else the --config "
+                        "study's gpu)")
+    p.add_argument("--gpu", type=gpu_card, metavar="CARD",
+                   help="the card, as the study config's gpu key ('{name: RTX 5090, memory_gib: 32}'): the GGUF's "
+                        "estimate from its own header, at the row's n_ctx and slots, must fit it (with headroom_gib "
+                        "free) before the server starts, unless enforce: false (the workflow passes the config's)")
     p.set_defaults(func=cmd_bench)
+
+
+def gpu_card(text: str) -> Gpu:
+    """``--gpu``: a card as the study config's ``gpu`` key states it (YAML), checked as the config's is."""
+    import yaml
+    from pydantic import ValidationError
+
+    from metrobench.study import Gpu
+
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not YAML (a mapping like the config's gpu)") from None
+    try:
+        return Gpu.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "gpu"
+        raise argparse.ArgumentTypeError(f"field {field}: {err['msg']}") from None
+
+
+def check_fit(cfg: ModelConfig, args: argparse.Namespace) -> None:
+    """Stop a served row whose GGUF, as its header states it, does not fit the card: before its server starts.
+
+    The workflow checked every row at its start, but a GGUF its fetch job had not brought yet was
+    estimated from the architecture table's widths (guesses for several rows). Here the file is
+    on disk: :func:`metrobench.footprint.fit.run_refusal` reads its header at the row's ``n_ctx``
+    and slots. Why the run job and not the fetch job: the fetch knows a file, not the rows that
+    serve it nor their contexts, and a student's GGUF is made here, never fetched. The card is
+    ``--gpu`` (the workflow passes the study's, ``--config`` overrides included), else with
+    ``--require-gpu`` the ``--config`` study's ``gpu``."""
+    from metrobench.agents.serving import model_file
+    from metrobench.footprint.fit import run_refusal
+
+    gpu = getattr(args, "gpu", None)
+    if gpu is None and getattr(args, "require_gpu", False) and args.config:
+        from metrobench.commands.common import load_study
+
+        gpu = load_study(args.config).gpu
+    if gpu is None or cfg.serving is None:
+        return
+    problem = run_refusal(cfg, model_file(cfg), gpu)
+    if problem:
+        raise MetrobenchError(problem)
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
@@ -142,6 +194,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     cfg, work = run_config(args)
     _check_paths(args, work)
+    check_fit(cfg, args)                 # before anything is loaded: the GGUF's own header against the card
     bench = open_bench(args.data)
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)

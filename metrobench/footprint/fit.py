@@ -7,7 +7,9 @@ studies) means no fit check. A job fits when its estimate plus ``headroom_gib`` 
 model: configured llama.cpp rows and trained students; each student size's training) with
 its estimate; :func:`refusal` words the first that does not fit as the one error line
 ``metrobench plan``, ``metrobench doctor`` and the workflow's start give (the workflow
-checks every served model of the config, the plan only the jobs it plans).
+checks every served model of the config, the plan only the jobs it plans). A GGUF that is not
+on disk yet is estimated from the architecture table; :func:`run_refusal` asks again in the
+run job (``metrobench bench --gpu``), from the file's own header, before llama-server starts.
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ from typing import TYPE_CHECKING
 from metrobench.footprint import GB, GIB
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from metrobench.agents.runner.config import ModelConfig
+    from metrobench.footprint.serving import ServingEstimate
     from metrobench.hub.lock import LockFile
-    from metrobench.study import StudyConfig
+    from metrobench.study import Gpu, StudyConfig
 
 
 @dataclass
@@ -41,8 +47,11 @@ def serving_need(study: StudyConfig, model: str, lock: LockFile | None) -> GpuNe
     from metrobench.footprint.serving import model_serving
 
     est = model_serving(study, model, lock)
-    if est is None:
-        return None
+    return None if est is None else serving_need_of(model, est)
+
+
+def serving_need_of(model: str, est: ServingEstimate) -> GpuNeed:
+    """A server estimate as a job's need, its parts spelled out for the error line."""
     detail = ", ".join(f"{name} {value:.1f}" for name, value in est.parts.items() if value >= 0.05)
     detail += f" GiB at n_ctx {est.n_ctx:,}"
     return GpuNeed("serving", model, est.total, est.provisional, detail)
@@ -70,17 +79,27 @@ def training_need(study: StudyConfig, size: str) -> GpuNeed | None:
 
 def fits(study: StudyConfig, need: GpuNeed) -> bool | None:
     """Whether a job fits the configured card (None: no card configured)."""
-    if study.gpu is None:
+    return fits_card(study.gpu, need)
+
+
+def fits_card(gpu: Gpu | None, need: GpuNeed) -> bool | None:
+    """Whether a job fits this card (None: no card)."""
+    if gpu is None:
         return None
-    return need.gib + study.gpu.headroom_gib <= study.gpu.memory_gib
+    return need.gib + gpu.headroom_gib <= gpu.memory_gib
 
 
 def refusal(study: StudyConfig, needs: list[GpuNeed], where: str) -> str | None:
     """The one line for the first job that does not fit the card (and how many more), else None."""
-    over = [need for need in needs if fits(study, need) is False]
-    if not over or study.gpu is None:
+    return card_refusal(study.gpu, needs, where)
+
+
+def card_refusal(gpu: Gpu | None, needs: list[GpuNeed], where: str) -> str | None:
+    """:func:`refusal` against a card given by itself (the run job's ``--gpu``)."""
+    over = [need for need in needs if fits_card(gpu, need) is False]
+    if not over or gpu is None:
         return None
-    first, gpu = over[0], study.gpu
+    first = over[0]
     more = f" (and {len(over) - 1} more: {', '.join(n.name for n in over[1:4])}{' ...' if len(over) > 4 else ''})" \
         if len(over) > 1 else ""
     fix = "lower its serving.n_ctx or use a smaller KV cache type (-ctk/-ctv)" if first.job == "serving" \
@@ -88,6 +107,26 @@ def refusal(study: StudyConfig, needs: list[GpuNeed], where: str) -> str | None:
     return (f"{where}: {first.job} {first.name} needs about {first.gib:.1f} GiB of GPU memory ({first.detail}), "
             f"more than the card's {gpu.memory_gib:g} GiB ({gpu.name}) less the {gpu.headroom_gib:g} GiB kept "
             f"free{more}: {fix}, or set gpu.enforce: false to start it anyway")
+
+
+def run_refusal(cfg: ModelConfig, file: Path, gpu: Gpu | None) -> str | None:
+    """The run job's check, just before llama-server loads ``file`` for ``cfg``: the refusal line when the
+    server, estimated from the file's own header at the row's ``n_ctx`` and slots, does not fit ``gpu``.
+
+    Why again at the run: the workflow's start checked every row before any job ran, but a GGUF not
+    fetched yet was estimated from :mod:`~metrobench.footprint.architectures`' table, whose widths
+    for several rows are guesses; a wider file would fail in llama-server with a CUDA allocation
+    error. None: no card, ``gpu.enforce: false``, not served on the GPU, or it fits."""
+    from metrobench.footprint.serving import file_serving
+
+    if gpu is None or not gpu.enforce or cfg.serving is None:
+        return None
+    est = file_serving(cfg.serving, file)
+    if est is None:
+        return None
+    need = serving_need_of(cfg.name, est)
+    need.detail += f"; widths from {'its header' if est.arch.source != 'table' else 'the table, not its header'}"
+    return card_refusal(gpu, [need], str(file))
 
 
 def study_needs(study: StudyConfig, lock: LockFile | None = None) -> list[GpuNeed]:

@@ -159,10 +159,21 @@ def file_size(path: str, lock: LockFile | None) -> tuple[float | None, str]:
     return None, "parameters"
 
 
+def on_gpu(serving: Serving) -> bool:
+    """Whether a serving puts layers on the GPU with llama-server (what the estimates cover)."""
+    return serving.n_gpu_layers > 0 and serving.server == "llama-server"
+
+
+def _estimate(serving: Serving, arch: Arch, size: float, source: str, quant: str | None) -> ServingEstimate:
+    s = serving
+    return serving_estimate(arch, size, s.n_ctx, s.parallel, s.kv_unified, s.n_gpu_layers,
+                            cache_type(s.extra_args, "k"), cache_type(s.extra_args, "v"), source, quant)
+
+
 def model_serving(study: StudyConfig, model: str, lock: LockFile | None = None) -> ServingEstimate | None:
     """A model's server estimate on the GPU, or None (hosted, CPU-served, or no known architecture)."""
     what = served(study, model)
-    if what is None or what.serving.n_gpu_layers <= 0 or what.serving.server != "llama-server":
+    if what is None or not on_gpu(what.serving):
         return None
     arch = arch_of(what.file) if Path(what.file).is_file() else arch_of(what.named)
     if arch is None:
@@ -173,6 +184,21 @@ def model_serving(study: StudyConfig, model: str, lock: LockFile | None = None) 
         if bits is None:
             return None
         size = arch.params_b * 1e9 * bits / 8
-    s = what.serving
-    return serving_estimate(arch, size, s.n_ctx, s.parallel, s.kv_unified, s.n_gpu_layers,
-                            cache_type(s.extra_args, "k"), cache_type(s.extra_args, "v"), source, what.quant)
+    return _estimate(what.serving, arch, size, source, what.quant)
+
+
+def file_serving(serving: Serving, file: Path) -> ServingEstimate | None:
+    """The estimate of a server of ``serving`` loading ``file`` as it is on disk: the widths its header
+    states and its own size (the run job's check, :func:`metrobench.footprint.fit.run_refusal`).
+
+    Why apart from :func:`model_serving`: that one is asked at config load, before a fetch job has
+    brought the file, so its widths may be the table's guesses; this one is asked once the file is
+    here, just before llama-server would load it. A file that is not a readable GGUF falls back to the
+    table's entry for its name (llama-server then says what is wrong with it); None: not on the GPU,
+    not here, or no architecture known."""
+    if not on_gpu(serving) or not file.is_file():
+        return None
+    arch = arch_of(file)
+    if arch is None:
+        return None
+    return _estimate(serving, arch, float(file.stat().st_size), "file", quant_of(file))

@@ -1,8 +1,10 @@
 # Config helpers, path helpers and wildcard constraints shared by every rule file.
 
 import hashlib
+import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -254,8 +256,15 @@ def llama_cpp_flag():
 
 
 def gpu_flag():
-    """` --require-gpu` when the config names its card (`gpu`): a GPU row on a CPU build then stops at once."""
-    return " --require-gpu" if getattr(STUDY, "gpu", None) else ""
+    """` --require-gpu --gpu CARD` when the config names its card (`gpu`): a GPU row on a CPU build then
+    stops at once, and so does a row whose GGUF, as its header states it once fetched, does not fit
+    the card (the start's check above may have had only the architecture table's widths). The card
+    as this run sees it, `--config` overrides included (`enforce: false` too)."""
+    gpu = getattr(STUDY, "gpu", None)
+    if not gpu:
+        return ""
+    card = json.dumps(gpu.model_dump(), separators=(", ", ": "))
+    return f" --require-gpu --gpu {shlex.quote(card)}"
 
 
 def recipe_base(size):
