@@ -15,6 +15,7 @@ from metrobench import layout
 from metrobench.cli import main
 from metrobench.data.root import SYSTEMS
 from metrobench.transcripts.records import read_run
+from metrobench.standins.json_server import DROP
 from metrobench.standins.openai_api import FakeOpenAI, chat_payload
 
 DECLINED = chat_payload('{"outcome": "request_declined"}')
@@ -75,7 +76,7 @@ def test_eval_refuses_a_bad_system_in_one_line_before_any_request(root, tmp_path
 
 
 def test_eval_stops_on_an_endpoint_that_is_down_with_the_runs_one_line(root, tmp_path, capsys):
-    with FakeOpenAI(lambda request: (503, {"error": {"message": "down"}})) as api:
+    with FakeOpenAI(lambda request: DROP) as api:  # the server gone: infrastructure, never a case's ending
         config = tmp_path / "m.yaml"
         config.write_text("name: mine\nretries: 1\nbackoff_s: 0.01\nconcurrency: 1\n")
         code = main(["eval", "--data", str(root), "--model-config", str(config), "--base-url", f"{api.url}/v1",
@@ -83,7 +84,7 @@ def test_eval_stops_on_an_endpoint_that_is_down_with_the_runs_one_line(root, tmp
                      "--results", str(tmp_path / "results")])
     errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]   # beside the progress lines
     assert code == 2 and len(errors) == 1 and errors[0].startswith("metrobench: error: "), errors
-    assert "ended on the endpoint" in errors[0] and "rerun the same command" in errors[0]
+    assert "never answered" in errors[0] and "rerun the same command" in errors[0]
     assert not (tmp_path / "results" / "eval" / "mine" / "scores").exists()
 
 

@@ -70,22 +70,22 @@ WRONG_SHAPES = {
 
 
 @pytest.mark.parametrize("shape", sorted(WRONG_SHAPES))
-def test_a_wrong_shape_is_a_recorded_retryable_failure_never_a_crash(bench, tmp_path, shape):
+def test_a_wrong_shape_ends_its_case_as_a_scored_malformed_reply_never_a_crash(bench, tmp_path, shape):
     bad = reshaped(WRONG_SHAPES[shape])
-    with FakeOpenAI(lambda r: chat_payload(DECLINED)) as good:
-        run(bench, cfg(good.url), IDS[:1], tmp_path / "t.jsonl")  # the endpoint has answered before
-    with FakeOpenAI(lambda r: bad) as api:
-        summary = run(bench, cfg(api.url), IDS, tmp_path / "t.jsonl")
-        assert len(api.requests) == 2  # retried once (retries=2), then recorded
-    records = {r.case_id: r for r in read_run(tmp_path / "t.jsonl").records}
+    with FakeOpenAI(lambda r: bad) as api:  # with the retry option: retried once (retries=2), then ended
+        summary = run(bench, cfg(api.url, protocol={"retry": True}), IDS[1:], tmp_path / "r.jsonl")
+        assert len(api.requests) == 2 * len(IDS[1:])
+    records = {r.case_id: r for r in read_run(tmp_path / "r.jsonl").records}
     record = records[IDS[1]]
     assert record.error.startswith("malformed reply: "), record.error
-    assert (record.meta["ending_kind"], record.meta["retryable"]) == ("infrastructure", True)
-    assert summary.problem() is not None and summary.stopped is None
-    with FakeOpenAI(lambda r: chat_payload(DECLINED)) as api:  # fixed: a rerun redoes exactly that case
-        again = run(bench, cfg(api.url), IDS, tmp_path / "t.jsonl")
+    assert (record.meta["ending"], record.meta["ending_kind"], record.meta["retryable"]) == \
+        ("malformed", "model", False)
+    assert summary.problem() is None and summary.stopped is None
+    with FakeOpenAI(lambda r: bad) as api:  # the paper's protocol: one request a case, the same ending
+        run(bench, cfg(api.url), IDS[1:2], tmp_path / "p.jsonl")
         assert len(api.requests) == 1
-    assert (again.ran, again.problem()) == (1, None)
+    [record] = read_run(tmp_path / "p.jsonl").records
+    assert record.error.startswith("malformed reply: ") and record.meta["ending"] == "malformed"
 
 
 RESPONSES_SHAPES = {
@@ -100,18 +100,18 @@ RESPONSES_SHAPES = {
 
 
 @pytest.mark.parametrize("shape", sorted(RESPONSES_SHAPES))
-def test_a_wrong_responses_shape_is_a_recorded_retryable_failure(bench, tmp_path, monkeypatch, shape):
+def test_a_wrong_responses_shape_ends_its_case_as_a_scored_malformed_reply(bench, tmp_path, monkeypatch, shape):
     monkeypatch.setenv("FAKE_KEY", "k")
     body = {"id": "resp", "object": "response", "created_at": 0, "model": "m", "status": "completed",
             **RESPONSES_SHAPES[shape]}
     with FakeOpenAI(lambda r: body) as api:
         url = f"{api.url}/openai/deployments/d/?api-version=2025-04-01-preview"
-        summary = run(bench, cfg(api.url, provider="azure_responses", api_key_env="FAKE_KEY", base_url=url),
-                      IDS[:1], tmp_path / "t.jsonl")
+        summary = run(bench, cfg(api.url, provider="azure_responses", api_key_env="FAKE_KEY", base_url=url,
+                                 protocol={"retry": True}), IDS[:1], tmp_path / "t.jsonl")
         assert len(api.requests) == 2
     [record] = read_run(tmp_path / "t.jsonl").records
-    assert record.error.startswith("malformed reply: ") and record.meta["retryable"] is True
-    assert summary.endings["infrastructure"] == 1
+    assert record.error.startswith("malformed reply: ") and record.meta["retryable"] is False
+    assert summary.endings["malformed"] == 1 and summary.problem() is None
 
 
 TEXT_PARTS = {

@@ -12,7 +12,10 @@ from metrobench.agents.runner.config import ModelConfig
 from metrobench.agents.runner.run import run_model
 from metrobench.scoring.scorer import Scorer
 from metrobench.transcripts.records import read_run
+from metrobench.standins.json_server import DROP
 from metrobench.standins.openai_api import FakeOpenAI, chat_payload, tool_call
+
+RETRY = {"retry": True}
 
 
 def cfg(url: str, **kw) -> ModelConfig:
@@ -95,9 +98,11 @@ def test_a_full_case_with_a_rejected_then_accepted_submission(bench, tmp_path):
     assert record.reasoning_content == "all checked"
     assert record.input_tokens == 400 and record.output_tokens == 80
     assert record.meta["config"] == cfg("http://x").fingerprint()  # the URL is not in it
-    # assistant messages go back with content "" (never null) and their extra fields
-    second = api.requests[1]["body"]["messages"]
-    assert second[2]["role"] == "assistant" and second[2]["content"] == ""
+    # assistant messages go back as the endpoint gave them (content null stays null, as the
+    # reference sends it back; "" stays ""), with their extra fields
+    second, third = (api.requests[i]["body"]["messages"] for i in (1, 2))
+    assert second[2]["role"] == "assistant" and second[2]["content"] is None
+    assert third[4]["role"] == "assistant" and third[4]["content"] == ""
     assert score_records(bench, tmp_path / "t.jsonl")["MARTA-A-001"].tier1_pct == 100.0
 
 
@@ -115,7 +120,7 @@ def test_request_body_per_dialect(bench, tmp_path):
     assert body["max_tokens"] == 4096 and "max_completion_tokens" not in body
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert (body["top_k"], body["min_p"], body["top_p"], body["temperature"]) == (20, 0.0, 0.95, 1.0)
-    assert body["cache_prompt"] is True and body["tool_choice"] == "auto"
+    assert body["cache_prompt"] is True and "tool_choice" not in body  # the reference sends none
     assert [t["function"]["name"] for t in body["tools"]] == [
         "route_planner", "fare_calculator", "station_info", "line_info", "disruption_feed",
         "knowledge_base", "submit_assistant_state"]
@@ -209,8 +214,8 @@ def test_malformed_arguments_multi_turn_empty_rounds_and_budget(bench, tmp_path)
             "outcome": "policy_answer_only", "assistant_message": f"turn {len(users)}",
             "kiosk_action": {"action": "display_info", "reason_code": "ok"}})])
 
-    with FakeOpenAI(script) as api:
-        run(bench, cfg(api.url), ["MARTA-G-001"], tmp_path / "g.jsonl")
+    with FakeOpenAI(script) as api:  # unreadable arguments fed back: the argument_feedback option
+        run(bench, cfg(api.url, protocol={"argument_feedback": True}), ["MARTA-G-001"], tmp_path / "g.jsonl")
         history = [c["function"]["arguments"] for r in api.requests for m in r["body"]["messages"]
                    if m["role"] == "assistant" for c in m.get("tool_calls") or []]
     [record] = read_run(tmp_path / "g.jsonl").records
@@ -227,7 +232,7 @@ def test_malformed_arguments_multi_turn_empty_rounds_and_budget(bench, tmp_path)
     with FakeOpenAI(lambda r: next(replies)) as api:
         run(bench, cfg(api.url, concurrency=1), ["MARTA-A-001", "MARTA-A-002"], tmp_path / "e.jsonl")
     errors = {r.case_id: (r.error, r.truncated, r.empty_rounds) for r in read_run(tmp_path / "e.jsonl").records}
-    assert errors["MARTA-A-001"][0].startswith("empty-response retry exhausted: 2 consecutive empty rounds")
+    assert errors["MARTA-A-001"][0].startswith("empty-response retry exhausted: 2 empty rounds")
     assert errors["MARTA-A-002"][0].startswith("truncated: finish_reason=length on round 1")
     assert errors["MARTA-A-002"][1] is True
 
@@ -247,7 +252,7 @@ def test_retries_then_resume_redoes_only_endpoint_failures(bench, tmp_path):
             return state["fail"].pop(0), {"error": {"message": "busy", "type": "server_error"}}, \
                 {"retry-after": "0"}
         if user in state["down"]:
-            return 503, {"error": {"message": "overloaded", "type": "server_error"}}
+            return DROP  # the server gone mid-request: the infrastructure's, redone by a rerun
         return chat_payload('{"outcome": "request_declined"}')
 
     ids = ["MARTA-A-001", "MARTA-A-002", "MARTA-A-003"]
@@ -256,13 +261,14 @@ def test_retries_then_resume_redoes_only_endpoint_failures(bench, tmp_path):
         cases = {i: bench.case(i) for i in ids}
         from metrobench.agents.prompts import user_message
         state["down"] = {user_message(cases["MARTA-A-002"].raw["events"])}
-        first = run(bench, cfg(api.url, concurrency=1), ids, out)
+        first = run(bench, cfg(api.url, concurrency=1, protocol=RETRY), ids, out)
         assert first.failed == 1 and len(api.requests) == 2 + 1 + 3 + 1  # 2 retried, 3 tries for A-002
         records = {r.case_id: r for r in read_run(out).records}
-        assert records["MARTA-A-002"].error.startswith("503: ") and records["MARTA-A-002"].meta["retryable"]
+        assert records["MARTA-A-002"].error.startswith("APIConnectionError") and \
+            records["MARTA-A-002"].meta["retryable"]
         kept = [line for line in out.read_text().splitlines() if "MARTA-A-002" not in line]
         state["down"] = set()
-        second = run(bench, cfg(api.url, concurrency=1), ids, out)
+        second = run(bench, cfg(api.url, concurrency=1, protocol=RETRY), ids, out)
     assert (second.ran, second.skipped, second.failed) == (1, 2, 0)
     lines = out.read_text().splitlines()
     assert lines[:3] == kept  # the header and the finished cases are untouched
@@ -270,13 +276,16 @@ def test_retries_then_resume_redoes_only_endpoint_failures(bench, tmp_path):
     assert sorted(json.loads(line)["case_id"] for line in lines[1:]) == ids
 
     with pytest.raises(MetrobenchError, match="was run with other settings"):
-        run(bench, cfg(api.url, temperature=0.7), ids, out)
+        run(bench, cfg(api.url, temperature=0.7, protocol=RETRY), ids, out)
+    with pytest.raises(MetrobenchError, match="was run with other settings .*protocol "):
+        run(bench, cfg(api.url), ids, out)  # the protocol is a setting: its options name it
     paid = out.read_bytes()
     with FakeOpenAI(lambda r: chat_payload("x")) as api:
         restarted = run(bench, cfg(api.url, temperature=0.7), ids, out, restart=True)
     assert restarted.ran == 3 and len(out.read_text().splitlines()) == 1 + 3  # its header and 3 cases
     # --restart set the old transcript aside under its fingerprint (issue 41): never deleted
-    assert out.with_name(f"run.{cfg(api.url, concurrency=1).fingerprint()}.jsonl").read_bytes() == paid
+    aside = out.with_name(f"run.{cfg(api.url, concurrency=1, protocol=RETRY).fingerprint()}.jsonl")
+    assert aside.read_bytes() == paid
 
 
 def test_cli_run_with_flags_and_clear_errors(root, tmp_path, capsys):

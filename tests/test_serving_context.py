@@ -18,7 +18,7 @@ def test_slot_context_is_all_of_n_ctx_with_a_unified_kv_cache():
 
 
 def test_slot_context_is_in_the_fingerprint_of_served_models_only():
-    assert ModelConfig(name="m").fingerprint() == "127d698821b8899c"     # no serving: no slot_ctx
+    assert ModelConfig(name="m").fingerprint() == "ecb167c3025aa52b"     # no serving: no slot_ctx
     unified = ModelConfig(name="m", serving={"gguf": "a.gguf", "n_ctx": 32768, "parallel": 2})
     split = ModelConfig(name="m", serving={"gguf": "a.gguf", "n_ctx": 32768, "parallel": 2, "kv_unified": False})
     assert unified.fingerprint() != split.fingerprint()

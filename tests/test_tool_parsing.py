@@ -12,6 +12,7 @@ from test_runner import cfg, good_agent, run, score_records
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import prompt_digest
 from metrobench.agents.runner.replies import ChatReply
+from metrobench.agents.runner.protocol import Protocol
 from metrobench.agents.runner.config import ModelConfig, parse_model_config
 from metrobench.agents.runner.loop import run_case
 from metrobench.agents.runner.tool_parsing import apply_tool_parser, parse_text_tool_calls
@@ -165,24 +166,23 @@ def test_apply_tool_parser_per_mode():
 
 #: The prompt as rendered (metrobench.agents.prompts.prompt_digest), pinned: an edit of the prompt changes every
 #: fingerprint (and a transcript made before it refuses to resume), so it is made on purpose.
-PROMPT_DIGEST = "6c864e9d56f8bfec"
+PROMPT_DIGEST = "de8445fa6c4ee865"
+AUTO = {"tool_parser": "auto"}
 
 
-def test_tool_parser_setting_is_validated_and_fingerprinted_only_when_not_default():
-    assert ModelConfig(name="m").tool_parser == "auto"
-    assert parse_model_config({"name": "m", "tool_parser": "hermes"}).tool_parser == "hermes"
-    expected = "field tool_parser: Input should be 'auto', 'hermes' or 'none'"
+def test_tool_parser_setting_is_validated_and_fingerprinted_as_part_of_the_protocol():
+    assert ModelConfig(name="m").protocol.tool_parser == "none"  # the paper's protocol
+    assert parse_model_config({"name": "m", "protocol": {"tool_parser": "hermes"}}).protocol.tool_parser == "hermes"
+    expected = "field protocol.tool_parser: Input should be 'auto', 'hermes' or 'none'"
     with pytest.raises(MetrobenchError, match=expected):
-        parse_model_config({"name": "m", "tool_parser": "qwen"}, "m.yaml")
-    # the default parser is not hashed: the fingerprint of the settings and the prompt alone
+        parse_model_config({"name": "m", "protocol": {"tool_parser": "qwen"}}, "m.yaml")
+    # the fingerprint of the settings (the protocol among them) and the prompt
     assert prompt_digest() == PROMPT_DIGEST, "the prompt changed, so every fingerprint did: update the pins"
     plain = ModelConfig(name="m")
     shaping = json.dumps({"name": "m", **plain.settings(), "prompt": PROMPT_DIGEST}, sort_keys=True)
-    assert plain.fingerprint() == hashlib.sha256(shaping.encode()).hexdigest()[:16] == "127d698821b8899c"
-    assert ModelConfig(name="m", tool_parser="auto").fingerprint() == "127d698821b8899c"
-    assert ModelConfig(name="smollm", tool_choice=None,
-                       serving={"gguf": "/x/a.gguf"}).fingerprint() == "5e934e96e6f4a974"  # + slot_ctx
-    prints = {ModelConfig(name="m", tool_parser=p).fingerprint() for p in ("auto", "hermes", "none")}
+    assert plain.fingerprint() == hashlib.sha256(shaping.encode()).hexdigest()[:16] == "ecb167c3025aa52b"
+    assert ModelConfig(name="smollm", serving={"gguf": "/x/a.gguf"}).fingerprint() == "1ae14a71cc4c881f"  # + slot_ctx
+    prints = {ModelConfig(name="m", protocol={"tool_parser": p}).fingerprint() for p in ("auto", "hermes", "none")}
     assert len(prints) == 3
 
 
@@ -200,7 +200,7 @@ def as_text(payload: dict) -> dict:
 
 def test_a_full_case_called_through_text_blocks(bench, tmp_path):
     with FakeOpenAI(lambda request: as_text(good_agent(request))) as api:
-        summary = run(bench, cfg(api.url), ["MARTA-A-001"], tmp_path / "t.jsonl")
+        summary = run(bench, cfg(api.url, protocol=AUTO), ["MARTA-A-001"], tmp_path / "t.jsonl")
     assert (summary.ran, summary.failed) == (1, 0)
     [record] = read_run(tmp_path / "t.jsonl").records
     assert record.error is None and record.api_rounds == 4
@@ -221,18 +221,18 @@ def test_a_full_case_called_through_text_blocks(bench, tmp_path):
     verbatim = record.meta["text_tool_replies"]
     assert [r["round"] for r in verbatim] == [1, 2, 3, 4]
     assert verbatim[0]["content"].startswith('<tool_call>\n{"name": "route_planner"')
-    assert record.meta["config"] == cfg("http://127.0.0.1:9/v1").fingerprint()
+    assert record.meta["config"] == cfg("http://127.0.0.1:9/v1", protocol=AUTO).fingerprint()
     assert score_records(bench, tmp_path / "t.jsonl")["MARTA-A-001"].tier1_pct == 100.0
 
 
 def test_tool_parser_none_leaves_a_text_block_as_a_plain_text_answer(bench, tmp_path):
-    with FakeOpenAI(lambda request: as_text(good_agent(request))) as api:
-        run(bench, cfg(api.url, tool_parser="none"), ["MARTA-A-001"], tmp_path / "n.jsonl")
+    with FakeOpenAI(lambda request: as_text(good_agent(request))) as api:  # the default: the paper's
+        run(bench, cfg(api.url), ["MARTA-A-001"], tmp_path / "n.jsonl")
     [record] = read_run(tmp_path / "n.jsonl").records
     assert record.api_rounds == 1 and record.error is None
     assert record.tool_calls_made == [] and record.response is None
     assert record.raw_content.startswith("<tool_call>") and "text_tool_replies" not in record.meta
-    assert record.meta["config"] != cfg("http://127.0.0.1:9/v1").fingerprint()
+    assert record.meta["config"] != cfg("http://127.0.0.1:9/v1", protocol=AUTO).fingerprint()
 
 
 class ScriptedClient:
@@ -257,7 +257,8 @@ def test_a_broken_block_is_fed_back_as_a_tool_error_and_the_loop_goes_on(bench):
         "outcome": "request_declined", "assistant_message": "Please ask an agent.",
         "kiosk_action": {"action": "block_purchase", "reason_code": "invalid_request"}}, close=False)
     client = ScriptedClient([broken, fixed, decline])
-    record = asyncio.run(run_case(client, bench.system("marta"), case, model="fake", max_rounds=5))
+    record = asyncio.run(run_case(client, bench.system("marta"), case, model="fake", max_rounds=5,
+                                  protocol=Protocol(tool_parser="auto")))
     assert record.error is None and record.api_rounds == 3 and client.replies == []
     bad, planned, line, submit = record.tool_calls_made
     assert bad["name"] == "route_planner" and bad["result"] is None and bad["parsed_from_text"]
@@ -298,6 +299,6 @@ def test_structured_calls_come_first_under_auto(bench):
                         ("hermes", [("line_info", False), ("line_info", True)])):
         client = Both([text, "Goodbye."])
         record = asyncio.run(run_case(client, bench.system("marta"), case, model="fake", max_rounds=3,
-                                      tool_parser=mode))
+                                      protocol=Protocol(tool_parser=mode)))
         assert [(c["name"], c.get("parsed_from_text", False)) for c in record.tool_calls_made] == names
         assert record.raw_content == "Goodbye."

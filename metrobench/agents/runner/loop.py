@@ -313,7 +313,9 @@ async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, 
                 record.ttft_ms = round(reply.elapsed_ms, 1)
             message, text_calls = take_reply(state, reply.message, protocol, round_index)
             if message.get("tool_calls"):
-                state.messages.append(replayable(message) if protocol.argument_feedback else message)
+                # carried on as sent, unless a call we fed back must go on with {} in its place (a
+                # template-rendering server refuses invalid JSON in the history)
+                state.messages.append(replayable(message) if protocol.argument_feedback or text_calls else message)
                 accepted_now = state.run_tool_calls(message["tool_calls"], text_calls, protocol, round_index)
                 if accepted_now is not None:
                     accepted = accepted_now

@@ -26,8 +26,8 @@ an unknown model or path) are the infrastructure's, never a case's ending: they 
 (``retries`` attempts), the run fails, and a rerun redoes exactly those cases. The reference
 would have scored every case of such a run as an error (238 errors for a server that was not
 started), which says nothing about the model; an unattended study must stop and be rerun
-instead. A health check that fails (``metrobench bench`` waits for the server's ``/health``)
-stops the job before any case is sent.
+instead. A server that never comes up (``metrobench bench`` waits until the server it started
+answers ``/v1/models``) stops the job before any case is sent.
 
 The options (:class:`Protocol`, a model config's ``protocol``) are our robustness, named and
 recorded in the run's settings and fingerprint as the scorer's errata are; what each changed
