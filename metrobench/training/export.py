@@ -731,7 +731,8 @@ def _quantize_in_process(gguf: Path, out: Path, kind: str) -> None:
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     if llama_cpp.llama_model_quantize(str(gguf).encode(), str(out).encode(), params) != 0:
-        raise MetrobenchError(f"quantising {gguf} to {kind} failed")
+        raise MetrobenchError(f"quantising {gguf} to {kind} failed (llama.cpp's reason is on the lines above; "
+                              "`found nan value` there means NaN weights: a training that diverged)")
 
 
 #: The key of ``gguf_sizes.json`` that says which llama.cpp converted and quantised the files.
