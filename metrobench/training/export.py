@@ -466,8 +466,11 @@ def converter_options(source: Path) -> set[str]:
     the source without being an option (a comment, a message), and the converter of a
     split tree (``conversion/``) defines its behaviour outside the script.
     """
-    done = subprocess.run([sys.executable, str(source / "convert_hf_to_gguf.py"), "--help"],
-                          capture_output=True, text=True, env=converter_env(source), timeout=300)
+    try:
+        done = subprocess.run([sys.executable, str(source / "convert_hf_to_gguf.py"), "--help"],
+                              capture_output=True, text=True, env=converter_env(source), timeout=300)
+    except subprocess.TimeoutExpired:
+        raise MetrobenchError(f"{source / 'convert_hf_to_gguf.py'} --help took over 300 s") from None
     if done.returncode != 0:
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
         raise MetrobenchError(f"{source / 'convert_hf_to_gguf.py'} --help failed: "
