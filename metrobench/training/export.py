@@ -27,15 +27,26 @@ the sizes (``gguf_sizes.json``, Table 8).
 
 Two Qwen3.5 facts shape this module. transformers drops Qwen3.5's ``mtp.*``
 (multi-token prediction) weights on load, yet the merged ``config.json`` keeps
-``mtp_num_hidden_layers: 1``; the converter then declares ``n_layer + 1``
-blocks with no tensors for the last one and the GGUF does not load
-(ggml-org/llama.cpp#26916). Dropping the setting is no cure with the vendored
-converter (it then asserts it found MTP tensors), so a model that declares MTP
-but carries no MTP tensors is converted with ``--no-mtp``. And because such a
-defect only shows when llama.cpp loads the file, :func:`quantize` ends by
-loading the quantised GGUF and generating one token in a subprocess
-(:func:`check_generates`): a broken file stops the chain at its own rule with
-llama.cpp's error line, not hours later at server start.
+``mtp_num_hidden_layers: 1``; a converter that knows MTP then declares
+``n_layer + 1`` blocks with no tensors for the last one and the GGUF does not
+load (ggml-org/llama.cpp#26916). Dropping the setting is no cure with the
+vendored converter (it then asserts it found MTP tensors), so a model that
+declares MTP but carries no MTP tensors is converted with ``--no-mtp`` where
+the converter offers it, which the converter's own ``--help`` says
+(:func:`converter_flags`). A converter that offers no such option may still be
+right: one from before llama.cpp knew MTP (the b8642 era) skips ``mtp.*`` and
+counts no extra block. So the converter is asked, not judged by its source:
+it converts without the option, and the written GGUF's header is read
+(:func:`gguf_blocks`); a file that declares a block it holds no tensor for is
+refused in one line naming the converter (:func:`check_blocks`), before the
+file gets its name. And because a defect of the weights only shows when
+llama.cpp runs the file, :func:`quantize` ends by loading the quantised GGUF
+and generating :data:`CHECK_TOKENS` tokens greedily from a short chat prompt in
+a subprocess (:func:`check_generates`; :func:`check_serves` on a named build):
+a file llama.cpp cannot read, or a model whose logits are NaN or infinite (a
+training that diverged: NaN LoRA weights merged into the base) or carry no
+information at all (every logit equal), stops the chain at its own rule, not
+hours later as a student that scores near zero as if that were a result.
 """
 
 from __future__ import annotations
@@ -57,6 +68,7 @@ from typing import Any
 from metrobench.atomic import atomic_dir, atomic_path, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.training.base import cache_dir, resolve_base
+from metrobench.training.loadcheck import CHECK_PROMPT, CHECK_TOKENS, MARKER
 from metrobench.agents.chat_template import served_template
 
 
@@ -441,25 +453,138 @@ def has_mtp_tensors(model_dir: Path) -> bool:
     return False
 
 
+def converter_env(source: Path) -> dict[str, str]:
+    """The environment a llama.cpp tree's converter runs in: its own ``gguf-py`` and modules first."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(source / "gguf-py"), str(source),
+                                                        os.environ.get("PYTHONPATH", "")]))
+
+
+def converter_options(source: Path) -> set[str]:
+    """The options ``convert_hf_to_gguf.py --help`` of the tree at ``source`` lists.
+
+    The converter is asked rather than its source read: an option's string can sit in
+    the source without being an option (a comment, a message), and the converter of a
+    split tree (``conversion/``) defines its behaviour outside the script.
+    """
+    try:
+        done = subprocess.run([sys.executable, str(source / "convert_hf_to_gguf.py"), "--help"],
+                              capture_output=True, text=True, env=converter_env(source), timeout=300)
+    except subprocess.TimeoutExpired:
+        raise MetrobenchError(f"{source / 'convert_hf_to_gguf.py'} --help took over 300 s") from None
+    if done.returncode != 0:
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+        raise MetrobenchError(f"{source / 'convert_hf_to_gguf.py'} --help failed: "
+                              f"{lines[-1].strip() if lines else f'exit status {done.returncode}'}")
+    return set(re.findall(r"(?<![\w-])--[a-z0-9][a-z0-9-]*", done.stdout))
+
+
 def converter_flags(model_dir: Path, source: Path) -> list[str]:
-    """Extra converter options the model needs: ``--no-mtp`` for an MTP setting without MTP weights."""
-    if not declared_mtp_layers(model_dir) or has_mtp_tensors(model_dir):
+    """Extra converter options the model needs: ``--no-mtp`` for an MTP setting without MTP weights,
+    where the converter offers it.
+
+    A converter without the option is not refused here: one that knows no MTP converts such
+    a folder as it is, and :func:`convert_to_gguf` reads the file it wrote
+    (:func:`check_blocks`) to refuse one that counted the MTP block anyway.
+    """
+    if not needs_no_mtp(model_dir):
         return []
-    if "--no-mtp" not in (source / "convert_hf_to_gguf.py").read_text(encoding="utf-8"):
-        raise MetrobenchError(f"{model_dir} declares an MTP block it has no weights for, and the converter in "
-                              f"{source} has no --no-mtp: the GGUF would not load (use a newer llama.cpp)")
-    return ["--no-mtp"]
+    return ["--no-mtp"] if "--no-mtp" in converter_options(source) else []
+
+
+def needs_no_mtp(model_dir: Path) -> bool:
+    """Whether the folder declares MTP layers (``mtp_num_hidden_layers``) but holds no MTP tensor."""
+    return bool(declared_mtp_layers(model_dir)) and not has_mtp_tensors(model_dir)
+
+
+#: GGUF metadata value types (ggml's gguf.h, ``enum gguf_type``) and the struct format of the fixed-size ones.
+_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+
+
+def gguf_blocks(path: Path) -> tuple[str, int | None, set[int]]:
+    """A GGUF's architecture, its ``<arch>.block_count`` and the block numbers it holds tensors for.
+
+    Read from the header only (metadata and tensor names, no tensor data), as the GGUF
+    format defines it (version 2 and 3: little-endian, 64-bit counts), so it costs the same
+    at 27B as on a test model.
+    """
+    with open(path, "rb") as fh:
+        def read(fmt: str):
+            size = struct.calcsize("<" + fmt)
+            raw = fh.read(size)
+            if len(raw) != size:
+                raise MetrobenchError(f"{path}: truncated GGUF header")
+            return struct.unpack("<" + fmt, raw)[0]
+
+        def string() -> str:
+            return fh.read(read("Q")).decode("utf-8", errors="replace")
+
+        def value(kind: int):
+            if kind in _GGUF_SCALARS:
+                return read(_GGUF_SCALARS[kind])
+            if kind == _GGUF_STRING:
+                return string()
+            if kind == _GGUF_ARRAY:
+                item, count = read("I"), read("Q")
+                if item in _GGUF_SCALARS:              # skipped, not parsed: token tables are long
+                    fh.seek(count * struct.calcsize("<" + _GGUF_SCALARS[item]), os.SEEK_CUR)
+                else:
+                    for _ in range(count):
+                        value(item)
+                return None
+            raise MetrobenchError(f"{path}: GGUF metadata of unknown type {kind}")
+
+        if fh.read(4) != b"GGUF" or read("I") < 2:
+            raise MetrobenchError(f"{path}: not a GGUF file of version 2 or later")
+        n_tensors, n_kv = read("Q"), read("Q")
+        metadata = {}
+        for _ in range(n_kv):
+            key = string()
+            metadata[key] = value(read("I"))
+        blocks = set()
+        for _ in range(n_tensors):
+            name = string()
+            fh.seek(read("I") * 8 + 4 + 8, os.SEEK_CUR)    # dims, type, offset
+            match = re.match(r"blk\.(\d+)\.", name)
+            if match:
+                blocks.add(int(match.group(1)))
+    arch = str(metadata.get("general.architecture", ""))
+    count = metadata.get(f"{arch}.block_count")
+    return arch, int(count) if count is not None else None, blocks
+
+
+def check_blocks(gguf: Path, model_dir: Path, converter: str) -> None:
+    """Refuse, in one line, a GGUF that declares blocks it holds no tensor for.
+
+    What a converter that knows MTP but was given no ``--no-mtp`` writes for a folder that
+    declares an MTP block without its weights: ``block_count`` one above the blocks present,
+    which llama.cpp refuses at load (``tensor 'blk.N.attn_norm.weight' not found``).
+    """
+    arch, count, blocks = gguf_blocks(gguf)
+    if count is None:
+        return
+    empty = sorted(set(range(count)) - blocks)
+    if empty:
+        mtp = (f"; {model_dir} declares {declared_mtp_layers(model_dir)} MTP layer(s) and holds no MTP "
+               "weights, and this converter counts them but offers no --no-mtp") if needs_no_mtp(model_dir) else ""
+        raise MetrobenchError(f"{converter} wrote a GGUF whose {arch}.block_count is {count} but which holds no "
+                              f"tensor for block {', '.join(map(str, empty))}: llama.cpp would not load it{mtp} "
+                              "(use a llama.cpp whose converter offers --no-mtp)")
 
 
 def convert_to_gguf(model_dir: Path, out: Path, *, checkout: str | None = None, outtype: str = "f16",
                     build: BuildTools | None = None) -> Path:
-    """``convert_hf_to_gguf.py`` on a merged model folder (``--no-mtp`` where the model needs it):
-    the named ``build``'s converter when given, else :func:`llama_cpp_source`'s."""
+    """``convert_hf_to_gguf.py`` on a merged model folder (``--no-mtp`` where the model needs it and
+    the converter offers it): the named ``build``'s converter when given, else :func:`llama_cpp_source`'s.
+
+    For a folder that declares MTP layers without their weights, the written file's header is
+    checked (:func:`check_blocks`) before it gets its name.
+    """
     source = build.converter if build else llama_cpp_source(checkout)
     fallback = (f" (llama.cpp build {build.name}'s converter; export.converter: vendored converts with the "
                 f"vendored llama.cpp instead)") if build else ""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source / "gguf-py"), str(source),
-                                                       os.environ.get("PYTHONPATH", "")]))
+    converter = f"llama.cpp build {build.name}'s converter" if build else f"the converter in {source}"
+    env = converter_env(source)
     try:
         flags = converter_flags(model_dir, source)
     except MetrobenchError as exc:
@@ -471,46 +596,64 @@ def convert_to_gguf(model_dir: Path, out: Path, *, checkout: str | None = None, 
         if done.returncode != 0 or not tmp.is_file():
             raise MetrobenchError(f"convert_hf_to_gguf.py failed on {model_dir}{fallback}:\n"
                                   f"{done.stderr.strip()[-1500:]}")
+        if needs_no_mtp(model_dir) and not flags:
+            try:
+                check_blocks(tmp, model_dir, converter)
+            except MetrobenchError as exc:
+                raise MetrobenchError(f"{exc}{fallback}") from None
     return Path(out)
 
 
-_GENERATE_ONE = """\
-import sys
-import llama_cpp
-llm = llama_cpp.Llama(sys.argv[1], n_ctx=256, n_gpu_layers=0, verbose=True)
-reply = llm("<|im_start|>user\\nHello<|im_end|>\\n<|im_start|>assistant\\n", max_tokens=1, temperature=0.0)
-print("generated", reply["usage"]["completion_tokens"], "token")
-"""
+def _refuse_logits(gguf: Path, bad: dict[str, Any], where: str) -> MetrobenchError:
+    """The one line for a file that loads but whose logits are not numbers (:func:`loadcheck.logit_problem`)."""
+    return MetrobenchError(f"{gguf} loads in {where} but does not compute: at generated token {bad['token']} "
+                           f"of {CHECK_TOKENS}, {bad['what']} (NaN weights, from a training that diverged, "
+                           "or a broken file); not kept")
 
 
 def check_generates(gguf: Path, *, timeout: float = 600.0) -> str:
-    """Load ``gguf`` with llama.cpp and generate one token, in a subprocess; raise with llama.cpp's last lines.
+    """Load ``gguf`` with llama.cpp and generate :data:`CHECK_TOKENS` tokens greedily, in a subprocess
+    (:mod:`metrobench.training.loadcheck`); raise with llama.cpp's last lines when it does not load, and
+    in one line when a position's logits are not numbers (:func:`loadcheck.logit_problem`).
 
     A subprocess because a bad file can abort the process (a failed GGML
     assertion), and the error must be a message, not a dead job. On the CPU
-    (``n_gpu_layers=0``): the check is about the file, not the device.
+    (``n_gpu_layers=0``): the check is about the file, not the device. Every
+    generated position's whole logit vector is checked, not the text: a greedy
+    pick over NaN is still a token.
     """
     from metrobench.agents.serving import exit_status
 
     try:
-        done = subprocess.run([sys.executable, "-c", _GENERATE_ONE, str(gguf)], capture_output=True,
-                              text=True, timeout=timeout)
+        done = subprocess.run([sys.executable, "-m", "metrobench.training.loadcheck", str(gguf)],
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise MetrobenchError(f"{gguf}: loading and generating one token took over {timeout:.0f} s") from None
-    if done.returncode != 0 or "generated 1 token" not in done.stdout:
+        raise MetrobenchError(f"{gguf}: loading and generating {CHECK_TOKENS} tokens took over "
+                              f"{timeout:.0f} s") from None
+    report = next((json.loads(ln[len(MARKER):]) for ln in done.stdout.splitlines() if ln.startswith(MARKER)), None)
+    if done.returncode != 0 or report is None:
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
         cause = next((ln for ln in lines if "not found" in ln or "error loading" in ln or "GGML_ASSERT" in ln),
                      lines[-1] if lines else "")
         raise MetrobenchError(f"{gguf} does not load in llama.cpp ({exit_status(done.returncode)}): {cause.strip()}\n"
                               + "\n".join(lines[-8:]))
-    return done.stdout.strip()
+    if report["bad"]:
+        raise _refuse_logits(gguf, report["bad"], "llama.cpp")
+    return f"generated {len(report['tokens'])} tokens: {report['tokens']}"
 
 
 def check_serves(gguf: Path, build: BuildTools, *, timeout: float = 600.0) -> None:
-    """Start ``build``'s llama-server on ``gguf`` (CPU, 256 tokens) and have it generate one token.
+    """Start ``build``'s llama-server on ``gguf`` (CPU, 256 tokens) and have it generate
+    :data:`CHECK_TOKENS` tokens greedily, each with its probability; refuse a model that does not compute.
 
     The server that will serve the student reads the file: a header or tensor type it does not
-    know stops here with its own log lines, not at the student's first run.
+    know stops here with its own log lines, not at the student's first run. The server gives no
+    logit vector, so the check reads what it does give (``n_probs``): the chosen token's
+    log-probability at each position, which is ``null`` where the logits are NaN or infinite,
+    and the largest probability, which is exactly ``1 / n_vocab`` only where every logit is
+    equal (:func:`served_problem`; the same two failures :func:`check_generates` finds). A
+    server that returns no probabilities is not refused for it: the load and the generation
+    are then what is checked.
     """
     import httpx
 
@@ -522,14 +665,43 @@ def check_serves(gguf: Path, build: BuildTools, *, timeout: float = 600.0) -> No
         log = Path(tmp) / "server.log"
         try:
             with llama_server(cfg, log_path=log, startup_timeout=timeout) as base:
-                reply = httpx.post(f"{base}/completions", json={"prompt": "Hello", "max_tokens": 1,
-                                                               "temperature": 0}, timeout=timeout)
+                reply = httpx.post(f"{base.removesuffix('/v1')}/completion", timeout=timeout, json={
+                    "prompt": CHECK_PROMPT, "n_predict": CHECK_TOKENS, "temperature": 0, "n_probs": 1,
+                    "ignore_eos": True})
+                models = httpx.get(f"{base}/models", timeout=timeout)
         except MetrobenchError as exc:
             raise MetrobenchError(f"{gguf} does not load in llama.cpp build {build.name}'s llama-server: "
                                   f"{exc}") from None
-        if reply.status_code != 200 or not reply.json().get("choices"):
+        if reply.status_code != 200 or "content" not in reply.json():
             raise MetrobenchError(f"{gguf}: llama.cpp build {build.name}'s llama-server loaded it but did not "
                                   f"generate (HTTP {reply.status_code}): {reply.text[:300]}")
+    n_vocab = next((m.get("meta", {}).get("n_vocab") for m in models.json().get("data", [])),
+                   None) if models.status_code == 200 else None
+    bad = served_problem(reply.json().get("completion_probabilities") or [], n_vocab)
+    if bad:
+        raise _refuse_logits(gguf, bad, f"llama.cpp build {build.name}'s llama-server")
+
+
+def served_problem(probabilities: list[dict[str, Any]], n_vocab: int | None) -> dict[str, Any] | None:
+    """The first generated position at which llama-server's probabilities show a model that does not compute.
+
+    ``probabilities`` is the ``completion_probabilities`` of a ``/completion`` reply with
+    ``n_probs``: per position the chosen token's ``logprob``, the greedy pick, so the largest.
+    One that is not a finite number (the server writes NaN as ``null``) means NaN or infinite
+    logits; one of ``-log(n_vocab)`` means every logit is equal (the largest probability of a
+    distribution is ``1 / n_vocab`` only when it is uniform; 1e-5 is float32's rounding of it).
+    Entries without a ``logprob`` are not judged.
+    """
+    for position, entry in enumerate(probabilities, start=1):
+        if "logprob" not in entry:
+            continue
+        logprob = entry["logprob"]
+        if not isinstance(logprob, (int, float)) or not math.isfinite(logprob):
+            return {"token": position, "what": f"the chosen token's log-probability is {logprob} "
+                                               "(NaN or infinite logits)"}
+        if n_vocab and n_vocab > 1 and math.isclose(logprob, -math.log(n_vocab), rel_tol=0, abs_tol=1e-5):
+            return {"token": position, "what": f"all {n_vocab} logits equal (top probability 1/{n_vocab})"}
+    return None
 
 
 def quantize(gguf: Path, out: Path, *, kind: str = "Q4_K_M", binary: str | None = None,
@@ -562,7 +734,8 @@ def _quantize_in_process(gguf: Path, out: Path, kind: str) -> None:
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     if llama_cpp.llama_model_quantize(str(gguf).encode(), str(out).encode(), params) != 0:
-        raise MetrobenchError(f"quantising {gguf} to {kind} failed")
+        raise MetrobenchError(f"quantising {gguf} to {kind} failed (llama.cpp's reason is on the lines above; "
+                              "`found nan value` there means NaN weights: a training that diverged)")
 
 
 #: The key of ``gguf_sizes.json`` that says which llama.cpp converted and quantised the files.

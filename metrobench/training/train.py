@@ -36,12 +36,23 @@ from the newest one. ``train_metrics.json`` beside the adapter records wall
 time, steps, final train and validation loss (and the best checkpoint when
 the recipe keeps it), the adapter's bytes on disk, dtypes and parameter
 count, peak memory, library versions and the seed.
+
+A training whose numbers stop being numbers stops: every training log
+(loss, gradient norm, validation loss) is checked as it is written
+(:func:`check_finite`, through :func:`finite_guard`), and a NaN or infinite
+value ends the run in one line naming the step, the value, the recipe and the
+seed, before the checkpoint of that step and before any adapter file. At a
+learning rate of 1e12 the tiny Qwen3.5 recipe's gradient norm is NaN from step
+3, and transformers' ``logging_nan_inf_filter`` logged the NaN loss as 0.0: the
+run ended with exit 0 and an adapter of NaN weights (issue 49, item 4). The
+filter is off here, so a non-finite loss is logged, and caught, as what it is.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import platform
 import resource
 import shutil
@@ -251,7 +262,10 @@ def sft_config(recipe: Recipe, work: Path, seed: int, cuda: bool, quantized: boo
     """TRL's settings for a recipe. TRL's fused LM head computes the loss in tiles, never the full logits.
 
     No ``assistant_only_loss``: the dataset is already tokenised (:func:`encode`) and its
-    ``assistant_masks`` column, present for ``loss: assistant``, gives TRL the labels.
+    ``assistant_masks`` column, present for ``loss: assistant``, gives TRL the labels. No
+    ``logging_nan_inf_filter``: transformers' default replaces a NaN or infinite step loss in
+    the log by the window's mean of the others (0.0 with one step a window), which hid a
+    diverged run (:func:`check_finite` reads the log).
     """
     from trl import SFTConfig
 
@@ -267,7 +281,8 @@ def sft_config(recipe: Recipe, work: Path, seed: int, cuda: bool, quantized: boo
         optim=recipe.optim_cuda if cuda else recipe.optim_cpu, bf16=cuda, use_cpu=not cuda,
         gradient_checkpointing=recipe.gradient_checkpointing and not quantized,
         gradient_checkpointing_kwargs={"use_reentrant": False},
-        logging_steps=recipe.logging_steps, save_strategy="steps", save_steps=recipe.save_steps,
+        logging_steps=recipe.logging_steps, logging_nan_inf_filter=False,
+        save_strategy="steps", save_steps=recipe.save_steps,
         save_total_limit=2, report_to=[], dataloader_num_workers=0, **best,
     )
 
@@ -337,6 +352,49 @@ def cast_adapters(model, dtype: str) -> int:
     return changed
 
 
+#: The training log's values that must stay finite, and what each is in words.
+WATCHED = {"loss": "training loss", "grad_norm": "gradient norm", "eval_loss": "validation loss"}
+
+
+def check_finite(logs: dict[str, Any], step: int, recipe: Recipe, seed: int) -> None:
+    """Raise, in one line, when a watched value of a training log is NaN or infinite.
+
+    A NaN loss or gradient poisons the LoRA weights at the optimiser step that
+    follows, and every later step and the saved adapter with them: a student
+    served from it scores near zero as if that were a result. The line names the
+    step, the value, the recipe and the seed, and says what to change.
+    """
+    for key, what in WATCHED.items():
+        try:
+            value = float(logs[key])
+        except (KeyError, TypeError, ValueError):   # not logged this time, or not a number at all
+            continue
+        if not math.isfinite(value):
+            when = f"after step {step}" if key == "eval_loss" else f"at step {step}"
+            raise MetrobenchError(
+                f"recipe {recipe.size}, seed {seed}: the {what} is {value} {when} (learning_rate "
+                f"{recipe.learning_rate:g}); training stopped and no adapter was written: lower the "
+                f"learning rate (or find what else diverged) and train again")
+
+
+def finite_guard(recipe: Recipe, seed: int):
+    """A ``TrainerCallback`` that runs :func:`check_finite` on every log the trainer writes.
+
+    ``on_log`` runs before the checkpoint of the same step is saved (transformers logs,
+    then evaluates, then saves), so a run stopped here leaves no checkpoint of NaN
+    weights in the work folder; a rerun of the same recipe resumes from the last one and
+    stops at the same step, a changed recipe starts afresh (:func:`_prepare_work`). It
+    also sees the final evaluation's ``eval_loss``.
+    """
+    from transformers import TrainerCallback
+
+    class FiniteGuard(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            check_finite(logs or {}, state.global_step, recipe, seed)
+
+    return FiniteGuard()
+
+
 def adapter_summary(model) -> dict[str, Any]:
     """The LoRA weights' dtypes, parameter count and bytes in memory (parameters x element size)."""
     lora = [p for n, p in model.named_parameters() if "lora_" in n]
@@ -388,7 +446,8 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
     """Train the adapter into ``out``; returns (and writes) the run's metrics.
 
     A ``cuda_training`` recipe without a CUDA device stops first (:func:`require_cuda`)
-    unless ``allow_cpu``.
+    unless ``allow_cpu``. A non-finite loss, gradient norm or validation loss stops the
+    run (:func:`finite_guard`) before anything is written to ``out``.
     """
     import torch
 
@@ -403,10 +462,15 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
     cuda = torch.cuda.is_available()
     measured_rows = len(rows)
     rows = trainable(rows, tokenizer, recipe)
-    trainer = build_trainer(recipe, rows, base_dir, tokenizer, work, seed=seed, callbacks=callbacks)
+    trainer = build_trainer(recipe, rows, base_dir, tokenizer, work, seed=seed,
+                            callbacks=[finite_guard(recipe, seed), *(callbacks or [])])
     resumed = _last_checkpoint(work)
     result = trainer.train(resume_from_checkpoint=resumed)
     evaluation = trainer.evaluate()
+    # The guard saw both through the log; checked again here so no adapter is ever written from
+    # a run whose final numbers are not numbers, whatever the callbacks.
+    check_finite({"loss": result.training_loss, "eval_loss": evaluation.get("eval_loss")},
+                 trainer.state.global_step, recipe, seed)
 
     out.mkdir(parents=True, exist_ok=True)
     save_adapter(trainer.model, out)
