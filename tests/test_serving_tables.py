@@ -64,6 +64,15 @@ def test_table6_says_what_the_papers_table6_says(paper):
             sampling, budget, kwargs, build, 20), label
     assert frame.loc["Qwen3.5-27B base", "server_build"] == "b8642"            # Tables 2 and 4's row
     assert frame.loc["qwen3.5-27b-b10398", "server_build"] == "b10398"         # Table 3's row
+    assert set(frame["protocol"]) == {"paper"}  # every row of the paper config: the paper's protocol
+
+
+def test_table6_names_a_rows_protocol_options_read_from_its_runs(tmp_path):
+    study = load_study([REPO / "config" / "demo.yaml"])
+    cfg = study_model_config("smollm2-135m", study.models["smollm2-135m"])
+    record_runs(tmp_path, "smollm2-135m", cfg.settings(), None, partition=study.bench.partition)
+    frame = built("table6", study, results=tmp_path).set_index("model")
+    assert frame.loc["SmolLM2-135M-Instruct", "protocol"] == "argument_feedback, tool_parser=auto"
 
 
 def test_table5_says_what_the_papers_table5_says(paper):

@@ -4,7 +4,7 @@ Every transcript record carries the decoding settings it was run with
 (``meta.settings``: :meth:`~metrobench.agents.runner.config.ModelConfig.settings`)
 and its serving record (``meta.serving``: :mod:`metrobench.agents.serving_record`).
 Table 6 is one row per model — temperature, sampling, thinking, reasoning
-effort, output budget, rounds, server build — over the leaderboard's and the
+effort, output budget, rounds, server build, the loop's protocol — over the leaderboard's and the
 sensitivity table's models; Table 5 groups those rows by the leaderboard's
 ``family`` and shows, per setting, the values its members ran with (one value
 when they agree, all of them when they differ, as the paper lists GPT-5.4's
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from metrobench.paper.inputs import Cell, Row
 
 COLUMNS = ("model", "family", "provider", "temperature", "sampling", "thinking", "reasoning_effort",
-           "output_tokens", "rounds", "template_kwargs", "server_build")
+           "output_tokens", "rounds", "template_kwargs", "server_build", "protocol")
 
 
 def _sampling(settings: dict[str, Any]) -> str:
@@ -40,6 +40,18 @@ def _sampling(settings: dict[str, Any]) -> str:
         if settings.get(key) is not None:
             parts.append(f"{words} {settings[key]:g}")
     return ", ".join(parts)
+
+
+def _protocol(settings: dict[str, Any]) -> str:
+    """The loop's protocol (:mod:`metrobench.agents.runner.protocol`): ``paper``, or its options;
+    empty where the settings hold none (the scripted baseline, records from before the setting)."""
+    from metrobench.agents.runner.protocol import Protocol
+
+    recorded = settings.get("protocol")
+    if not isinstance(recorded, dict):
+        return ""
+    options = Protocol.model_validate(recorded).options()
+    return ", ".join(options) or "paper"
 
 
 def _thinking(value: bool | None) -> str:
@@ -69,7 +81,7 @@ def recorded_row(model: str, family: str, runs: list[tuple[str, list]]) -> dict[
             "output_tokens": first["max_tokens"], "rounds": first["max_rounds"],
             "template_kwargs": ", ".join(f"{k}: {v}" for k, v in sorted(
                 (first.get("chat_template_kwargs") or {}).items())),
-            "server_build": builds.pop() if builds else ""}
+            "server_build": builds.pop() if builds else "", "protocol": _protocol(first)}
 
 
 def _rows(leaderboard: Sequence[Row], cells: Sequence[Cell]) -> list[tuple[str, str, str]]:
