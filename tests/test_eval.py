@@ -167,9 +167,12 @@ def text_in_first_screen(text: str, lines: int = 40) -> bool:
 
 
 @pytest.mark.slow
-def test_readmes_second_command_puts_the_model_in_table2_resuming_the_eval(root, tmp_path, monkeypatch, capsys):
-    """The README's two commands in a fresh copy of the workflow: eval's cases are not sent again by the
-    workflow's runs, and Table 2 has the model's row."""
+def test_readmes_two_commands_put_the_model_in_table2_in_a_new_shell(root, tmp_path):
+    """The README's two commands, verbatim, each in a shell whose environment holds only PATH=/usr/bin:/bin
+    (no .venv/bin), HOME, METROBENCH_DATA and PYTHONPATH (the code under test), in a fresh copy of the
+    workflow whose .venv/bin holds this Python's metrobench and snakemake: the rules find `metrobench`
+    themselves, the config's `bench:` makes the workflow run the cases eval ran (none sent again), and
+    Table 2 has the model's row."""
     import os
     import shlex
     import subprocess
@@ -178,29 +181,40 @@ def test_readmes_second_command_puts_the_model_in_table2_resuming_the_eval(root,
     import pandas as pd
     import yaml
 
+    import metrobench
     from conftest import workflow_copy
 
     block, (first, second) = readme_section()
-    (name, settings), = yaml.safe_load(block)["models"].items()
-    cwd = workflow_copy(tmp_path)
-    monkeypatch.chdir(cwd)
-    monkeypatch.setenv("METROBENCH_DATA", str(root))
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    study = yaml.safe_load(block)
+    (name, settings), = study["models"].items()
+    eval_argv, workflow_argv = shlex.split(first), shlex.split(second)
+    assert eval_argv[0] == ".venv/bin/metrobench" and workflow_argv[0] == ".venv/bin/snakemake"
+    sample = int(eval_argv[eval_argv.index("--sample") + 1])
+    assert study["bench"] == {"partition": "holdout", "sample": sample}   # Table 2 on the cases eval runs
+    (tmp_path / "checkout").mkdir()
+    cwd = workflow_copy(tmp_path / "checkout")
+    venv_bin = cwd / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    for tool in ("metrobench", "snakemake"):
+        installed = Path(sys.executable).parent / tool
+        if not installed.is_file():
+            pytest.skip(f"no {tool} beside {sys.executable} (the README's .venv)")
+        (venv_bin / tool).symlink_to(installed)
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(tmp_path)), "METROBENCH_DATA": str(root),
+           "PYTHONPATH": str(Path(metrobench.__file__).resolve().parents[1])}
+
+    def shell(command: str) -> None:
+        done = subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
     with FakeOpenAI(lambda request: DECLINED) as api:
-        argv = shlex.split(first)
-        (cwd / argv[argv.index("--config") + 1]).write_text(block.replace(README_URL, f"{api.url}/v1"))
-        assert main(argv[1:]) == 0
+        (cwd / eval_argv[eval_argv.index("--config") + 1]).write_text(block.replace(README_URL, f"{api.url}/v1"))
+        shell(first)
         by_eval = len(api.requests)
-        argv = shlex.split(second)
-        assert argv[0] == ".venv/bin/snakemake"
-        bin_dir = Path(sys.executable).parent
-        env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
-        done = subprocess.run([sys.executable, "-m", "snakemake", *argv[1:]], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, done.stderr[-3000:]
+        shell(second)
     work = [read_run(cwd / layout.work_path(name, s)) for s in SYSTEMS]
-    assert sum(len(run.records) for run in work) == 955
-    rounds = sum(r.api_rounds for run in work for r in run.records)
-    assert len(api.requests) == rounds and by_eval > 0     # every case sent once: the workflow resumed eval's
+    assert [len(run.records) for run in work] == [sample] * len(SYSTEMS)
+    assert by_eval == len(api.requests) == sum(r.api_rounds for run in work for r in run.records) > 0
+    assert {r["headers"].get("authorization") for r in api.requests} == {"Bearer local"}   # no key needed
     table2 = pd.read_csv(cwd / "results" / "table2.csv")
     assert list(table2["model"]) == [name]

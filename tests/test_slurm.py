@@ -76,7 +76,9 @@ def test_small_workflow_through_profiles_slurm_equals_a_local_run(tmp_path, root
     cwd = small_workflow(tmp_path / "slurm", root)
     shutil.copy(REPO / "tests" / "data" / "Snakefile.slurm", cwd / "Snakefile.slurm")
     with slurm_cluster.single_node_cluster() as cluster:
-        env = dict(cluster.env, PATH=f"{BIN}{os.pathsep}{cluster.env['PATH']}")  # metrobench in jobs
+        # no .venv/bin on PATH: the workflow puts the metrobench beside its Python on its jobs' PATH
+        env = dict(cluster.env, PATH=os.pathsep.join(p for p in cluster.env["PATH"].split(os.pathsep)
+                                                     if p and Path(p) != BIN))
         done = snakemake(
             cwd, "--snakefile", "Snakefile.slurm", "--workflow-profile", "profiles/slurm", "--configfile", "small.yaml",
             # this cluster has no accounting database (slurmdbd), so no sacct

@@ -22,6 +22,15 @@ from metrobench.agents.chat_template import chat_template
 from metrobench.training.recipe import load_recipe
 from metrobench.vocabulary import WHOLE
 
+# The rules call `metrobench` from the shell: the one installed beside the Python running Snakemake
+# comes first on every job's PATH, so `.venv/bin/snakemake` works in a shell without .venv/bin on
+# PATH. A rule's conda env (--use-conda) still wins: its activation puts its own bin first. SLURM
+# jobs inherit this PATH from the submitting Snakemake (sbatch exports it) and set it again.
+_BIN = os.path.dirname(sys.executable)
+_PATH = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+if os.path.isfile(os.path.join(_BIN, "metrobench")) and _PATH[:1] != [_BIN]:
+    os.environ.update(PATH=os.pathsep.join([_BIN, *_PATH]))
+
 # The study config as one typed model (metrobench/study.py): every rule reads STUDY, with
 # the model's defaults; a bad key or value stops the plan with one line naming its file.
 try:
