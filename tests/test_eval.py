@@ -204,3 +204,19 @@ def test_readmes_second_command_puts_the_model_in_table2_resuming_the_eval(root,
     assert len(api.requests) == rounds and by_eval > 0     # every case sent once: the workflow resumed eval's
     table2 = pd.read_csv(cwd / "results" / "table2.csv")
     assert list(table2["model"]) == [name]
+
+
+def test_evals_summary_places_the_model_among_the_published_rows_and_says_it_is_sampled(root, tmp_path, capsys):
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        assert main(["eval", "--data", str(root), "--model", "mine", "--provider", "openai", "--base-url",
+                     f"{api.url}/v1", "--system", "doha,marta", "--sample", "3", "--concurrency", "1",
+                     "--results", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    ranking = out[out.index("Among the paper's published Table 2"):].splitlines()
+    assert "held-out, 238 cases, 6 systems" in ranking[0]
+    mine = next(i for i, line in enumerate(ranking) if line.split()[1:2] == ["mine"])
+    assert ranking[mine].split()[0] == "-" and "run here (sampled: 6 cases of 238, 2 of 6 systems;" in ranking[mine]
+    assert "95 % CI Tier 1 [" in ranking[mine]         # judge off: no composite interval, Tier 1's
+    above = ranking[mine - 1].split()
+    assert above[0] == "25" and above[-1] == "published"      # the last ranked published row, then the model
+    assert ranking[mine + 1].split()[:3] == ["ref.", "Rule-based", "baseline"] and ranking[mine + 1].endswith("published")

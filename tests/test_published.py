@@ -131,3 +131,39 @@ def test_a_row_run_here_is_placed_among_the_published_and_a_sample_says_so():
     assert "   20  Ministral 8B 2512" in text and "published" in text
     full = render_among([Entry("mine", 85.0, 88.0, cases=238, systems=6)])
     assert "sampled" not in full
+
+
+def table2_frame(holdout_cases: int, judged: bool = True):
+    import pandas as pd
+
+    return pd.DataFrame({
+        "rank": pd.array([1, None], dtype="Int64"), "model": ["My model", "Rule-based baseline"],
+        "licence": ["MIT", "-"], "vendor": ["Me", "-"], "composite": [86.0, 77.1],
+        "composite_upper": [86.0 if judged else 95.0, 77.1], "judged": [judged, True], "tier1": [88.0, 84.6],
+        "seeds": [1, 1], "normal_endings_pct": [100.0, 100.0], "ranked": [True, False],
+        "reference": [False, True], "holdout_cases": [holdout_cases, holdout_cases]})
+
+
+def test_table2s_markdown_places_the_rows_run_here_among_the_published_and_says_a_sample_is_one():
+    from metrobench.paper.inputs import Printed
+    from metrobench.paper.markdown import markdown
+
+    text = markdown("table2", table2_frame(12), Printed(published=True,
+                                                       judge="judge: stand-in (digests, not judgments)"))
+    own, beside = text.split("Beside the paper's published Table 2", 1)
+    assert own.splitlines()[2] == "| 1 | My model | MIT | Me | 86.00 | 88.00 |"     # the table run here, as before
+    lines = beside.splitlines()
+    assert lines[2] == "| Rank | Model | Licence | Vendor | Comp. | Tier 1 | Source |"
+    rows = [line for line in lines if line.startswith("| ") and "Rank" not in line]
+    assert len(rows) == 25 + 1 + 2           # the paper's ranked rows and baseline, and the two rows run here
+    mine = rows.index(next(r for r in rows if "My model" in r))
+    assert "| 19 | GPT-5.4-mini |" in rows[mine - 1] and "| 20 | Ministral 8B 2512 |" in rows[mine + 1]
+    assert rows[mine] == ("|  | My model | MIT | Me | 86.00 | 88.00 | run here (sampled: 12 cases of 238; "
+                          "judge: stand-in (digests, not judgments)) |")
+    assert rows[1].endswith("| published |") and rows[-2:] == [
+        "| ref. | Rule-based baseline | - | - | 77.10 | 84.60 | published |",
+        "| ref. | Rule-based baseline | - | - | 77.10 | 84.60 | run here (sampled: 12 cases of 238; judge: stand-in "
+        "(digests, not judgments)) |"]
+    full = markdown("table2", table2_frame(238, judged=False), Printed(published=True))
+    assert "sampled" not in full and "| My model | MIT | Me | 86.00–95.00 | 88.00 | run here |" in full
+    assert "Beside" not in markdown("table2", table2_frame(12))    # without Printed.published: the table alone

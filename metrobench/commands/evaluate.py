@@ -8,7 +8,10 @@ the workflow's run jobs grow too, so a case already there (from an earlier ``eva
 the workflow) is never sent again and a stopped ``eval`` resumes where it stopped. The selection's
 view of each transcript is cut to ``<results>/eval/<model>/runs/<system>.jsonl``, scored into
 ``<results>/eval/<model>/scores/`` as ``metrobench score`` scores, and summarised as
-``metrobench summary`` does, over this call's systems only. The views and scores stay outside the workflow's ``runs/`` and
+``metrobench summary`` does, over this call's systems only, followed by the model's row among the
+paper's published Table 2 (:mod:`metrobench.paper.published`): marked "run here" beside the rows
+marked "published", with its cases (of the paper's 238 held-out), systems and 95 % intervals where it
+is not the paper's held-out set. The views and scores stay outside the workflow's ``runs/`` and
 ``scores/`` folders: a sampled or narrowed ``eval`` never stands in for a workflow output.
 
 Errors are the run's and the scorer's own one-line errors; the first system whose run fails
@@ -24,6 +27,7 @@ from metrobench import layout
 from metrobench.commands.common import Subparsers, add_case_options, add_data, add_model_options, \
     add_resume_options, add_verify, ModelFlags, model_config, name_list, verified_bench
 from metrobench.errors import MetrobenchError
+from metrobench.paper.published import judge_note
 from metrobench.vocabulary import WHOLE_IN_REPORTS, is_whole
 
 ALL = "all"
@@ -90,20 +94,68 @@ def cmd_eval(args: argparse.Namespace) -> int:
     scores = Path(f"{folder}/scores")
     score_runs(argparse.Namespace(**{**vars(args), "partition": None, "sample": None, "model": None,
                                      "system": None}), bench, views, scores)
+    partition = WHOLE_IN_REPORTS if is_whole(args.partition) else args.partition
     print()
-    print(summary(scores, cfg.name, systems, WHOLE_IN_REPORTS if is_whole(args.partition) else args.partition))
+    print(summary(scores, cfg.name, systems, partition))
+    print()
+    print(ranking(scores, cfg.name, systems, partition, judge_note(args.judge, args.judge_model)))
     return 0
 
 
-def summary(scores: Path, model: str, systems: list[str], partition: str) -> str:
-    """``metrobench summary``'s text for ``model`` on these ``systems`` only: the scores folder may hold
-    another system's scores from an earlier ``eval``, of another selection."""
+def eval_scores(scores: Path, model: str, systems: list[str]):
+    """The scores of ``model`` on these ``systems`` only: the scores folder may hold another system's
+    scores from an earlier ``eval``, of another selection."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from metrobench.scoring.store import read_scores
-    from metrobench.scoring.summary import render, summarise
 
     table = read_scores(scores, models=[model])
-    table = table.filter(pc.is_in(table.column("system"), value_set=pa.array(systems)))
-    return "\n\n".join(render(s) for s in summarise(table, partition))
+    return table.filter(pc.is_in(table.column("system"), value_set=pa.array(systems)))
+
+
+def summary(scores: Path, model: str, systems: list[str], partition: str) -> str:
+    """``metrobench summary``'s text for ``model`` on these ``systems`` only."""
+    from metrobench.scoring.summary import render, summarise
+
+    return "\n\n".join(render(s) for s in summarise(eval_scores(scores, model, systems), partition))
+
+
+def intervals(table, partition: str) -> tuple[tuple[float, float], tuple[float, float] | None]:
+    """95 % bootstrap intervals of the headline (stratified by system: the mean of system means):
+    Tier 1, and the composite where every judged component has a score (else None)."""
+    import pyarrow.compute as pc
+
+    from metrobench.scoring.store import totals_from_table
+    from metrobench.stats.bootstrap import bootstrap_stratified
+
+    rows = table if is_whole(partition) else table.filter(pc.equal(table.column("partition"), partition))
+    by_system = next(iter(totals_from_table(rows, fill="zero").values()))
+    groups = [by_system[s] for s in sorted(by_system)]
+    t1 = bootstrap_stratified([[c.tier1_pct for c in g] for g in groups])
+    judged = rows.filter(pc.is_null(rows.column("score"))).num_rows == 0
+    comp = bootstrap_stratified([[c.pct for c in g] for g in groups]) if judged else None
+    return (round(t1.lo, 2), round(t1.hi, 2)), None if comp is None else (round(comp.lo, 2), round(comp.hi, 2))
+
+
+def entry(scores: Path, model: str, systems: list[str], partition: str, judge: str | None = None):
+    """The model's row as :mod:`metrobench.paper.published` places it among the paper's: its headline
+    (a bounded composite where Tier 2 was not judged), its cases and systems, its intervals."""
+    from metrobench.paper.published import Entry
+    from metrobench.scoring.summary import summarise
+
+    table = eval_scores(scores, model, systems)
+    s, = summarise(table, partition)
+    t1_ci, comp_ci = intervals(table, partition)
+    return Entry(model, round(s.low.composite, 2), round(s.low.tier1, 2),
+                 composite_high=None if s.complete else round(s.high.composite, 2),
+                 cases=s.low.n, systems=len(s.low.n_by_system), partition=partition,
+                 interval=comp_ci, tier1_interval=t1_ci, judge=judge)
+
+
+def ranking(scores: Path, model: str, systems: list[str], partition: str, judge: str | None = None) -> str:
+    """The model's row among the paper's published Table 2, marked "run here", with what it was
+    scored on where that is not the paper's held-out set."""
+    from metrobench.paper.published import render_among
+
+    return render_among([entry(scores, model, systems, partition, judge)])

@@ -158,6 +158,7 @@ class Entry:
     ``cases``/``systems``: what a row run here was scored on (None: the paper's full held-out set).
     ``partition``: the cases' partition (a row not on ``holdout`` is not the paper's set).
     ``interval``: (lo, hi) of the composite where computed; ``tier1_interval`` likewise.
+    ``judge``: a note on its Tier-2 judge where it is not a real one (the stand-in's digests).
     """
 
     label: str
@@ -172,14 +173,29 @@ class Entry:
     partition: str = "holdout"
     interval: tuple[float, float] | None = None
     tier1_interval: tuple[float, float] | None = None
+    judge: str | None = None
+    licence: str | None = None
+    vendor: str | None = None
+
+
+def judge_note(kind: str | None, model: str | None) -> str | None:
+    """What a row's composite rests on where it is not a real judge's grades: the judge stand-in
+    (:mod:`metrobench.standins.judge`) grades by digest; ``none`` leaves Tier 2 unjudged (the row's
+    composite is then printed as its bounds, which says so)."""
+    from metrobench.standins.judge import MODEL
+
+    if kind == "openai" and model == MODEL:
+        return "judge: stand-in (digests, not judgments)"
+    return None
 
 
 def published_entries(published: Published | None = None) -> list[Entry]:
     """Table 2's ranked rows, then the rule baseline, as entries marked published."""
     p = published or load_published()
-    rows = [Entry(r.printed, r.composite, r.tier1, PUBLISHED, rank=r.rank) for r in p.table2.rows]
+    rows = [Entry(r.printed, r.composite, r.tier1, PUBLISHED, rank=r.rank, licence=r.licence, vendor=r.vendor)
+            for r in p.table2.rows]
     b = p.table2.baseline
-    return rows + [Entry(b.label, b.composite, b.tier1, PUBLISHED, reference=True)]
+    return rows + [Entry(b.label, b.composite, b.tier1, PUBLISHED, reference=True, licence="-", vendor="-")]
 
 
 def sample_note(entry: Entry, published: Published | None = None) -> str | None:
@@ -195,14 +211,17 @@ def sample_note(entry: Entry, published: Published | None = None) -> str | None:
                      else f"{entry.cases} cases")
     if entry.systems is not None and entry.systems < p.systems:
         parts.append(f"{entry.systems} of {p.systems} systems")
-    if not parts:
-        return None
-    note = ", ".join(parts)
-    if entry.interval is not None:
-        note += f"; composite 95 % CI [{entry.interval[0]:.2f}, {entry.interval[1]:.2f}]"
-    if entry.tier1_interval is not None:
-        note += f", Tier 1 [{entry.tier1_interval[0]:.2f}, {entry.tier1_interval[1]:.2f}]"
-    return note
+    parts = [", ".join(parts)] if parts else []
+    cis = []
+    if parts and entry.interval is not None:
+        cis.append(f"composite [{entry.interval[0]:.2f}, {entry.interval[1]:.2f}]")
+    if parts and entry.tier1_interval is not None:
+        cis.append(f"Tier 1 [{entry.tier1_interval[0]:.2f}, {entry.tier1_interval[1]:.2f}]")
+    if cis:
+        parts.append("95 % CI " + ", ".join(cis))
+    if entry.judge:
+        parts.append(entry.judge)
+    return "; ".join(parts) if parts else None
 
 
 def among_published(mine: list[Entry], published: Published | None = None) -> list[Entry]:
