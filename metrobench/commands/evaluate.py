@@ -11,7 +11,8 @@ view of each transcript is cut to ``<results>/eval/<model>/runs/<system>.jsonl``
 ``metrobench summary`` does, over this call's systems only, followed by the model's row among the
 paper's published Table 2 (:mod:`metrobench.paper.published`): marked "run here" beside the rows
 marked "published", with its cases (of the paper's 238 held-out), systems and 95 % intervals where it
-is not the paper's held-out set. The views and scores stay outside the workflow's ``runs/`` and
+is not the paper's held-out set. Last it writes ``<results>/eval/<model>/results.json``, the
+eval's results in one file (:mod:`metrobench.commands.eval_results`: its schema and contents). The views and scores stay outside the workflow's ``runs/`` and
 ``scores/`` folders: a sampled or narrowed ``eval`` never stands in for a workflow output.
 
 Errors are the run's and the scorer's own one-line errors; the first system whose run fails
@@ -74,6 +75,7 @@ def eval_root(model: str, root: str) -> str:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from metrobench.commands.eval_results import build, judge_of, write_results
     from metrobench.commands.runs import cmd_bench, cmd_run
     from metrobench.commands.scoring import score_runs
 
@@ -99,6 +101,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(summary(scores, cfg.name, systems, partition))
     print()
     print(ranking(scores, cfg.name, systems, partition, judge_note(args.judge, args.judge_model)))
+    results = build(cfg=cfg, views=dict(zip(systems, map(Path, views))), scores=scores, partition=partition,
+                    judge=judge_of(args), verified=not args.no_verify)
+    print(f"wrote {write_results(results, Path(folder))}")
     return 0
 
 
