@@ -107,60 +107,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def eval_scores(scores: Path, model: str, systems: list[str]):
-    """The scores of ``model`` on these ``systems`` only: the scores folder may hold another system's
-    scores from an earlier ``eval``, of another selection."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from metrobench.scoring.store import read_scores
-
-    table = read_scores(scores, models=[model])
-    return table.filter(pc.is_in(table.column("system"), value_set=pa.array(systems)))
-
-
 def summary(scores: Path, model: str, systems: list[str], partition: str) -> str:
     """``metrobench summary``'s text for ``model`` on these ``systems`` only."""
+    from metrobench.commands.eval_results import eval_scores
     from metrobench.scoring.summary import render, summarise
 
     return "\n\n".join(render(s) for s in summarise(eval_scores(scores, model, systems), partition))
 
 
-def intervals(table, partition: str) -> tuple[tuple[float, float], tuple[float, float] | None]:
-    """95 % bootstrap intervals of the headline (stratified by system: the mean of system means):
-    Tier 1, and the composite where every judged component has a score (else None)."""
-    import pyarrow.compute as pc
-
-    from metrobench.scoring.store import totals_from_table
-    from metrobench.stats.bootstrap import bootstrap_stratified
-
-    rows = table if is_whole(partition) else table.filter(pc.equal(table.column("partition"), partition))
-    by_system = next(iter(totals_from_table(rows, fill="zero").values()))
-    groups = [by_system[s] for s in sorted(by_system)]
-    t1 = bootstrap_stratified([[c.tier1_pct for c in g] for g in groups])
-    judged = rows.filter(pc.is_null(rows.column("score"))).num_rows == 0
-    comp = bootstrap_stratified([[c.pct for c in g] for g in groups]) if judged else None
-    return (round(t1.lo, 2), round(t1.hi, 2)), None if comp is None else (round(comp.lo, 2), round(comp.hi, 2))
-
-
-def entry(scores: Path, model: str, systems: list[str], partition: str, judge: str | None = None):
-    """The model's row as :mod:`metrobench.paper.published` places it among the paper's: its headline
-    (a bounded composite where Tier 2 was not judged), its cases and systems, its intervals."""
-    from metrobench.paper.published import Entry
-    from metrobench.scoring.summary import summarise
-
-    table = eval_scores(scores, model, systems)
-    s, = summarise(table, partition)
-    t1_ci, comp_ci = intervals(table, partition)
-    return Entry(model, round(s.low.composite, 2), round(s.low.tier1, 2),
-                 composite_high=None if s.complete else round(s.high.composite, 2),
-                 cases=s.low.n, systems=len(s.low.n_by_system), partition=partition,
-                 interval=comp_ci, tier1_interval=t1_ci, judge=judge)
-
-
 def ranking(scores: Path, model: str, systems: list[str], partition: str, judge: str | None = None) -> str:
     """The model's row among the paper's published Table 2, marked "run here", with what it was
     scored on where that is not the paper's held-out set."""
+    from metrobench.commands.eval_results import entry
     from metrobench.paper.published import render_among
 
     return render_among([entry(scores, model, systems, partition, judge)])
