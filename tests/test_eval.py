@@ -268,7 +268,9 @@ def test_view_takes_an_evals_folder_as_it_is(root, tmp_path, capsys, monkeypatch
     folder = results / "eval" / "mine"
     assert main(["view", str(folder), "--out", str(tmp_path / "site")]) == 0
     assert "1 model(s), 6 case pages" in capsys.readouterr().out
-    assert (tmp_path / "site" / "index.html").is_file()
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert index.count('<tr class="published">') == 26 and index.count('<tr class="run-here">') == 1
+    assert "run here (partition full, not the paper&#x27;s held-out set, 6 cases, 2 of 6 systems;" in index
     assert len(list((tmp_path / "site" / "cases" / "mine").glob("*.html"))) == 6   # the model named by the header
     assert main(["view", "--runs", str(folder / "runs"), "--scores", str(folder / "scores"),   # the same, spelt out
                  "--out", str(tmp_path / "site2")]) == 0
