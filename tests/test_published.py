@@ -167,3 +167,14 @@ def test_table2s_markdown_places_the_rows_run_here_among_the_published_and_says_
     full = markdown("table2", table2_frame(238, judged=False), Printed(published=True))
     assert "sampled" not in full and "| My model | MIT | Me | 86.00–95.00 | 88.00 | run here |" in full
     assert "Beside" not in markdown("table2", table2_frame(12))    # without Printed.published: the table alone
+
+
+def test_a_row_run_here_below_the_termination_rule_says_it_is_unranked_beside_the_published():
+    from metrobench.paper.inputs import Printed
+    from metrobench.paper.markdown import markdown
+
+    frame = table2_frame(238)
+    frame.loc[0, "ranked"] = False
+    frame["rank"] = frame["rank"].astype("Int64").where(frame["ranked"])
+    beside = markdown("table2", frame, Printed(published=True)).split("Beside the paper's", 1)[1]
+    assert "| My model | MIT | Me | 86.00 | 88.00 | run here (unranked: below the termination rule) |" in beside

@@ -120,7 +120,7 @@ def among_published_table(frame: pd.DataFrame, printed: Printed) -> str:
                   reference=bool(r.reference), licence=r.licence, vendor=r.vendor,
                   composite_high=None if r.judged else float(r.composite_upper),
                   cases=None if _missing(getattr(r, "holdout_cases", None)) else int(r.holdout_cases),
-                  judge=printed.judge)
+                  judge=printed.judge, unranked=not r.ranked and not r.reference)
             for r in frame.itertuples(index=False)]
     rows = []
     for e in among_published(mine, p):

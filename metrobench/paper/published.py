@@ -159,6 +159,7 @@ class Entry:
     ``partition``: the cases' partition (a row not on ``holdout`` is not the paper's set).
     ``interval``: (lo, hi) of the composite where computed; ``tier1_interval`` likewise.
     ``judge``: a note on its Tier-2 judge where it is not a real one (the stand-in's digests).
+    ``unranked``: below the termination rule (Table 2 run here does not rank it).
     """
 
     label: str
@@ -176,6 +177,7 @@ class Entry:
     judge: str | None = None
     licence: str | None = None
     vendor: str | None = None
+    unranked: bool = False
 
 
 def judge_note(kind: str | None, model: str | None) -> str | None:
@@ -219,6 +221,8 @@ def sample_note(entry: Entry, published: Published | None = None) -> str | None:
         cis.append(f"Tier 1 [{entry.tier1_interval[0]:.2f}, {entry.tier1_interval[1]:.2f}]")
     if cis:
         parts.append("95 % CI " + ", ".join(cis))
+    if entry.unranked:
+        parts.append("unranked: below the termination rule")
     if entry.judge:
         parts.append(entry.judge)
     return "; ".join(parts) if parts else None
