@@ -218,3 +218,95 @@ def test_readmes_two_commands_put_the_model_in_table2_in_a_new_shell(root, tmp_p
     assert {r["headers"].get("authorization") for r in api.requests} == {"Bearer local"}   # no key needed
     table2 = pd.read_csv(cwd / "results" / "table2.csv")
     assert list(table2["model"]) == [name]
+
+
+def test_evals_summary_places_the_model_among_the_published_rows_and_says_it_is_sampled(root, tmp_path, capsys):
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        assert main(["eval", "--data", str(root), "--model", "mine", "--provider", "openai", "--base-url",
+                     f"{api.url}/v1", "--system", "doha,marta", "--sample", "3", "--concurrency", "1",
+                     "--results", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    ranking = out[out.index("Among the paper's published Table 2"):].splitlines()
+    assert "held-out, 238 cases, 6 systems" in ranking[0]
+    mine = next(i for i, line in enumerate(ranking) if line.split()[1:2] == ["mine"])
+    assert ranking[mine].split()[0] == "-" and "run here (sampled: 6 cases of 238, 2 of 6 systems;" in ranking[mine]
+    assert "95 % CI Tier 1 [" in ranking[mine]         # judge off: no composite interval, Tier 1's
+    above = ranking[mine - 1].split()
+    assert above[0] == "25" and above[-1] == "published"      # the last ranked published row, then the model
+    assert ranking[mine + 1].split()[:3] == ["ref.", "Rule-based", "baseline"] and ranking[mine + 1].endswith("published")
+
+
+def test_eval_writes_one_results_file_that_validates_against_the_shipped_schema(root, tmp_path, monkeypatch):
+    import json
+
+    import jsonschema
+
+    from metrobench.commands.eval_results import EvalResults, endpoint, schema, shipped_schema
+
+    assert shipped_schema() == schema()      # the package's schema file is the model's (regenerate: --schema)
+    monkeypatch.setenv("MY_KEY", "sk-secret-123")
+    config = tmp_path / "m.yaml"
+    config.write_text("name: mine\nprovider: openai\napi_key_env: MY_KEY\nconcurrency: 1\n")
+    results = tmp_path / "results"
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        argv = ["eval", "--data", str(root), "--model-config", str(config), "--base-url", f"{api.url}/v1?key=x",
+                "--system", "doha,marta", "--sample", "3", "--results", str(results)]
+        assert main(argv) == 0
+        path = results / "eval" / "mine" / "results.json"
+        first = path.read_bytes()
+        assert main(argv) == 0                 # resumed, nothing sent: the same bytes (no timestamp)
+        assert path.read_bytes() == first
+    text = first.decode()
+    data = json.loads(text)
+    jsonschema.validate(data, shipped_schema())
+    EvalResults.model_validate(data)
+    assert text == json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    assert "sk-secret" not in text and "key=x" not in text and "/v1" not in text
+    assert data["model"]["endpoint"] == api.url and data["model"]["fingerprint"]
+    assert data["selection"]["systems"] == ["marta", "doha"] and data["selection"]["sample"] == 3
+    assert data["headline"]["cases"] == 6 and data["headline"]["systems"] == 2
+    assert data["headline"]["composite_high"] is not None and data["judge"]["kind"] == "none"
+    assert data["runs"]["doha"]["endings"] == {"answered": 3} and data["tokens"]["input"] > 0
+    assert data["published"]["comparable"] is False and data["published"]["holdout_cases"] == 238
+    assert len(data["data"]["commit"]) == 40 and data["data"]["verified"] is True
+    assert endpoint("https://user:pw@api.example.com:8443/v1/x?api_key=k#f") == "https://api.example.com:8443"
+    assert endpoint("http://[::1]/v1") == "http://[::1]"
+
+
+def test_view_takes_an_evals_folder_as_it_is(root, tmp_path, capsys, monkeypatch):
+    results = tmp_path / "results"
+    with FakeOpenAI(lambda request: DECLINED) as api:
+        assert evaluate(root, results, api.url) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("METROBENCH_DATA", str(root))
+    folder = results / "eval" / "mine"
+    assert main(["view", str(folder), "--out", str(tmp_path / "site")]) == 0
+    assert "1 model(s), 6 case pages" in capsys.readouterr().out
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert index.count('<tr class="published">') == 26 and index.count('<tr class="run-here">') == 1
+    assert "run here (partition full, not the paper&#x27;s held-out set, 6 cases, 2 of 6 systems;" in index
+    assert len(list((tmp_path / "site" / "cases" / "mine").glob("*.html"))) == 6   # the model named by the header
+    assert main(["view", "--runs", str(folder / "runs"), "--scores", str(folder / "scores"),   # the same, spelt out
+                 "--out", str(tmp_path / "site2")]) == 0
+    assert "1 model(s), 6 case pages" in capsys.readouterr().out
+    assert main(["view", str(tmp_path), "--out", str(tmp_path / "site3")]) == 2
+    assert "no runs/ and scores/ in it" in capsys.readouterr().err
+
+
+def test_eval_judges_in_the_same_command_and_names_a_stand_in_judge(root, tmp_path, capsys, monkeypatch):
+    import json
+
+    from metrobench.standins.judge import MODEL, JudgeStandin
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    results = tmp_path / "results"
+    with FakeOpenAI(lambda request: DECLINED) as api, JudgeStandin() as judge:
+        assert evaluate(root, results, api.url, "--judge", "openai", "--judge-url", f"{judge.url}/v1",
+                        "--judge-model", MODEL) == 0
+        assert judge.requests                  # judged in the same command
+    out = capsys.readouterr().out
+    assert "judged component scores are missing" not in out          # the composite is exact, not bounded
+    assert "judge: stand-in (digests, not judgments)" in out
+    data = json.loads((results / "eval" / "mine" / "results.json").read_text())
+    assert data["judge"]["stand_in"] is True and data["judge"]["endpoint"] == judge.url
+    assert data["headline"]["composite_high"] is None and data["headline"]["composite_interval"] is not None

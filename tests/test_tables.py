@@ -94,6 +94,7 @@ def test_table2_ranks_at_the_termination_threshold_and_averages_seed_groups(case
         "normal_endings_pct": [80.0, 100.0, 60.0],  # the group's worst seed
         "ranked": [True, True, False],              # 0.8 >= 0.8 ranks
         "reference": [False, False, False],
+        "holdout_cases": [4, 4, 4],                 # the held-out cases each row's numbers rest on
     })
     pd.testing.assert_frame_equal(built("table2", config, cases), expected)
 
@@ -538,7 +539,8 @@ def test_metrobench_tables_writes_each_table_md_with_the_papers_header(paper_res
         assert (paper_results / f"{name}.md").read_text().splitlines()[0] == header, name
     csv = {name: pd.read_csv(paper_results / f"{name}.csv") for name in PAPER_HEADERS}
     assert list(csv["table2"].columns) == ["rank", "model", "licence", "vendor", "composite", "composite_upper",
-                                          "judged", "tier1", "seeds", "normal_endings_pct", "ranked", "reference"]
+                                          "judged", "tier1", "seeds", "normal_endings_pct", "ranked", "reference",
+                                          "holdout_cases"]
     assert list(csv["table4"].columns) == ["size", "base_tier1", "s42", "s43", "s44", "mean", "delta",
                                           "seed_spread", "delta_full", "q4_k_m_gguf_bytes"]
     assert (paper_results / "table8.md").read_text().splitlines()[2:] == [

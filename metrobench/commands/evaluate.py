@@ -8,7 +8,11 @@ the workflow's run jobs grow too, so a case already there (from an earlier ``eva
 the workflow) is never sent again and a stopped ``eval`` resumes where it stopped. The selection's
 view of each transcript is cut to ``<results>/eval/<model>/runs/<system>.jsonl``, scored into
 ``<results>/eval/<model>/scores/`` as ``metrobench score`` scores, and summarised as
-``metrobench summary`` does, over this call's systems only. The views and scores stay outside the workflow's ``runs/`` and
+``metrobench summary`` does, over this call's systems only, followed by the model's row among the
+paper's published Table 2 (:mod:`metrobench.paper.published`): marked "run here" beside the rows
+marked "published", with its cases (of the paper's 238 held-out), systems and 95 % intervals where it
+is not the paper's held-out set. Last it writes ``<results>/eval/<model>/results.json``, the
+eval's results in one file (:mod:`metrobench.commands.eval_results`: its schema and contents). The views and scores stay outside the workflow's ``runs/`` and
 ``scores/`` folders: a sampled or narrowed ``eval`` never stands in for a workflow output.
 
 Errors are the run's and the scorer's own one-line errors; the first system whose run fails
@@ -24,6 +28,7 @@ from metrobench import layout
 from metrobench.commands.common import Subparsers, add_case_options, add_data, add_model_options, \
     add_resume_options, add_verify, ModelFlags, model_config, name_list, verified_bench
 from metrobench.errors import MetrobenchError
+from metrobench.paper.published import judge_note
 from metrobench.vocabulary import WHOLE_IN_REPORTS, is_whole
 
 ALL = "all"
@@ -70,6 +75,7 @@ def eval_root(model: str, root: str) -> str:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from metrobench.commands.eval_results import build, judge_of, write_results
     from metrobench.commands.runs import cmd_bench, cmd_run
     from metrobench.commands.scoring import score_runs
 
@@ -90,20 +96,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
     scores = Path(f"{folder}/scores")
     score_runs(argparse.Namespace(**{**vars(args), "partition": None, "sample": None, "model": None,
                                      "system": None}), bench, views, scores)
+    partition = WHOLE_IN_REPORTS if is_whole(args.partition) else args.partition
     print()
-    print(summary(scores, cfg.name, systems, WHOLE_IN_REPORTS if is_whole(args.partition) else args.partition))
+    print(summary(scores, cfg.name, systems, partition))
+    print()
+    print(ranking(scores, cfg.name, systems, partition, judge_note(args.judge, args.judge_model)))
+    results = build(cfg=cfg, views=dict(zip(systems, map(Path, views))), scores=scores, partition=partition,
+                    judge=judge_of(args), verified=not args.no_verify)
+    print(f"wrote {write_results(results, Path(folder))}")
     return 0
 
 
 def summary(scores: Path, model: str, systems: list[str], partition: str) -> str:
-    """``metrobench summary``'s text for ``model`` on these ``systems`` only: the scores folder may hold
-    another system's scores from an earlier ``eval``, of another selection."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from metrobench.scoring.store import read_scores
+    """``metrobench summary``'s text for ``model`` on these ``systems`` only."""
+    from metrobench.commands.eval_results import eval_scores
     from metrobench.scoring.summary import render, summarise
 
-    table = read_scores(scores, models=[model])
-    table = table.filter(pc.is_in(table.column("system"), value_set=pa.array(systems)))
-    return "\n\n".join(render(s) for s in summarise(table, partition))
+    return "\n\n".join(render(s) for s in summarise(eval_scores(scores, model, systems), partition))
+
+
+def ranking(scores: Path, model: str, systems: list[str], partition: str, judge: str | None = None) -> str:
+    """The model's row among the paper's published Table 2, marked "run here", with what it was
+    scored on where that is not the paper's held-out set."""
+    from metrobench.commands.eval_results import entry
+    from metrobench.paper.published import render_among
+
+    return render_among([entry(scores, model, systems, partition, judge)])

@@ -121,8 +121,10 @@ def cmd_protocol_options(args: argparse.Namespace) -> int:
 def _add_view(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("view", help="a static HTML site of cases: conversations, tool calls, states, scores")
     add_data(p)
-    p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl (or .json)")
-    p.add_argument("--scores", required=True, metavar="DIR", help="Parquet scores of those runs")
+    p.add_argument("folder", nargs="?", metavar="EVAL_DIR",
+                   help="an eval's folder, results/eval/<model>: its runs/ and scores/ (instead of --runs, --scores)")
+    p.add_argument("--runs", metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl (or .json)")
+    p.add_argument("--scores", metavar="DIR", help="Parquet scores of those runs")
     p.add_argument("--model", action="append", help="view this model (repeatable; default: all scored)")
     p.add_argument("--partition", default=WHOLE_IN_REPORTS, choices=REPORT_PARTITIONS,
                    help="cases to show (default: every scored case)")
@@ -138,6 +140,15 @@ def cmd_view(args: argparse.Namespace) -> int:
     from metrobench.viewer import build_site
     from metrobench.viewer.labels import leaderboard_labels
 
+    if args.folder:
+        if args.runs or args.scores:
+            raise MetrobenchError("view: an eval folder or --runs and --scores, not both")
+        args.runs, args.scores = f"{args.folder}/runs", f"{args.folder}/scores"
+        if not Path(args.runs).is_dir() or not Path(args.scores).is_dir():
+            raise MetrobenchError(f"view: {args.folder}: no runs/ and scores/ in it (an eval's folder, "
+                                  "results/eval/<model>, holds both)")
+    elif not (args.runs and args.scores):
+        raise MetrobenchError("view: give an eval's folder (results/eval/<model>) or both --runs and --scores")
     labels = leaderboard_labels(load_study(args.config)) if args.config else None
     site = build_site(Path(args.runs), Path(args.scores), Path(args.out), models=args.model,
                       data=args.data, partition=args.partition, calibration=args.calibration, labels=labels)

@@ -110,8 +110,13 @@ class Printed:
     """What a table's Markdown takes from the study (:mod:`metrobench.paper.markdown`): the
     leaderboard's labels by model (Tables 9, 10 and the run-to-run table name models as Table 2
     does), Table 2's termination rule (``min_normal_endings``, a share; None: said in words) and
-    the note printed under the table (``report.notes``; None: none)."""
+    the note printed under the table (``report.notes``; None: none). Table 2 only: ``published``,
+    place its rows among the paper's published ones in a second table below it
+    (:mod:`metrobench.paper.published`); ``judge``, a note on the scoring judge where it is no real
+    judge (the stand-in's digests), printed beside each row run here."""
 
     labels: Mapping[str, str] = field(default_factory=dict)
     min_normal_endings: float | None = None
     note: str | None = None
+    published: bool = False
+    judge: str | None = None

@@ -6,7 +6,8 @@ columns, headers, row order and number formats (two decimals, "−" for a negati
 delta, "±" for a seed spread, sizes as "2.6 GB", times in minutes, intervals as
 "mean [lo, hi]"). The CSV beside it keeps everything the project computes (long
 format, bytes, bounds, the statistics the paper does not print); the Markdown never
-holds a number the CSV does not. Notes the paper prints below a table (Table 4's
+holds a number the CSV does not, except the paper's own published rows that Table 2's Markdown
+prints beside the rows run here (from the package's ``published.yaml``). Notes the paper prints below a table (Table 4's
 full-matrix deltas) follow the table. A table the paper does not have (protocol,
 categories, errata) is its CSV as a Markdown table.
 
@@ -15,7 +16,10 @@ run, their mean, SD and range, and pass^k as a percentage.
 
 Table 2: ranked rows numbered 1..n, rows below the termination rule marked "–"
 (unranked), reference rows (the rule baseline) marked "ref." below them; a student
-group's label gets the paper's "(n=<seeds>)"; an unjudged composite shows its bounds.
+group's label gets the paper's "(n=<seeds>)"; an unjudged composite shows its bounds. With
+``Printed.published`` (the workflow's Table 2), a second table follows: the rows run here among the
+paper's published rows, each marked "published" or "run here", a row on fewer than the paper's 238
+held-out cases marked "sampled: n cases of 238", and the judge where it is the stand-in.
 """
 
 from __future__ import annotations
@@ -101,7 +105,33 @@ def table2(frame: pd.DataFrame, printed: Printed) -> str:
         notes.append("ref.: a reference line, not ranked.")
     if not frame["judged"].all():
         notes.append("Comp. as low–high: Tier 2 not judged, counted at zero and at its maximum.")
-    return _with_notes(grid(TABLE2_HEADER, rows), notes)
+    text = _with_notes(grid(TABLE2_HEADER, rows), notes)
+    return text + "\n" + among_published_table(frame, printed) if printed.published else text
+
+
+def among_published_table(frame: pd.DataFrame, printed: Printed) -> str:
+    """Table 2's rows run here among the paper's published rows (:mod:`metrobench.paper.published`),
+    each marked "published" or "run here"; a row run here on fewer held-out cases than the paper's
+    says so. Published ranks are the paper's; a row run here has none."""
+    from metrobench.paper.published import Entry, among_published, load_published, sample_note
+
+    p = load_published()
+    mine = [Entry(r.model if r.seeds <= 1 else f"{r.model} (n={r.seeds})", float(r.composite), float(r.tier1),
+                  reference=bool(r.reference), licence=r.licence, vendor=r.vendor,
+                  composite_high=None if r.judged else float(r.composite_upper),
+                  cases=None if _missing(getattr(r, "holdout_cases", None)) else int(r.holdout_cases),
+                  judge=printed.judge, unranked=not r.ranked and not r.reference)
+            for r in frame.itertuples(index=False)]
+    rows = []
+    for e in among_published(mine, p):
+        rank = "ref." if e.reference else str(e.rank) if e.rank else ""
+        note = sample_note(e, p)
+        source = e.source + (f" ({note})" if note else "")
+        composite = num(e.composite) if e.composite_high is None else f"{num(e.composite)}–{num(e.composite_high)}"
+        rows.append([rank, e.label, e.licence, e.vendor, composite, num(e.tier1), source])
+    title = (f"Beside the paper's published {p.table2.source.table} (arXiv:{p.source.arxiv}; held-out, "
+             f"{p.holdout_cases} cases; published file version {p.version}):\n\n")
+    return title + grid([*TABLE2_HEADER, "Source"], rows)
 
 
 def table3(frame: pd.DataFrame, printed: Printed) -> str:

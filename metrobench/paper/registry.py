@@ -113,9 +113,15 @@ class Sources:
         return Path(layout.teacher_composition(str(self.results)))
 
     def printed(self, name: str) -> Printed:
-        """What table ``name``'s Markdown prints with: the leaderboard's labels, Table 2's rule, its note."""
+        """What table ``name``'s Markdown prints with: the leaderboard's labels, Table 2's rule, its note,
+        and for Table 2 the published rows beside its own and what its judge is."""
+        from metrobench.paper.published import judge_note
+
+        scoring = self.config.scoring
         return Printed({row.model: row.label for row in self.config.leaderboard if row.label},
-                       self.config.termination.min_normal_endings, self.config.report.notes.get(name))
+                       self.config.termination.min_normal_endings, self.config.report.notes.get(name),
+                       published=name == "table2",
+                       judge=judge_note(scoring.judge, scoring.judge_model) if name == "table2" else None)
 
     def judge_cache(self) -> Path:
         return deployment.judge_cache_path(self.scores)

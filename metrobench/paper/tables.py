@@ -87,6 +87,8 @@ def table2(cases: Cases, rows: Sequence[Row], min_normal_endings: float, runs: P
     benchmark view's transcripts, ``<runs>/<model>/<system>.jsonl``), a row whose runs
     disagree on their settings (one system run under an edited config, another not) is
     refused, naming the model, the systems and the field (:mod:`metrobench.paper.run_settings`).
+    ``holdout_cases``: the held-out cases a row's numbers rest on (a group: its run with fewest), so
+    that a sampled row (``bench: {sample: N}``) says it is one beside the paper's 238.
     """
     if not rows:
         raise Skip("table2: no leaderboard in the config")
@@ -104,12 +106,14 @@ def table2(cases: Cases, rows: Sequence[Row], min_normal_endings: float, runs: P
         t1, low, high, n_seeds = group_headline(cases, row.model, "holdout")
         endings = min(normal_endings(cases, m) for m in members)
         judged = all(cases.unjudged.get(m, 0) == 0 for m in members)
+        holdout_cases = min(int(cases.mask(m, "holdout").sum()) for m in members)
         out.append({"model": row.model.name if row.label is None else row.label, "licence": row.licence,
                     "vendor": row.vendor, "composite": round(low, 2),
                     "composite_upper": round(high, 2) if not judged else round(low, 2),
                     "judged": judged, "tier1": round(t1, 2), "seeds": n_seeds,
                     "normal_endings_pct": round(100 * endings, 1),
-                    "ranked": endings >= min_normal_endings and not row.reference, "reference": row.reference})
+                    "ranked": endings >= min_normal_endings and not row.reference, "reference": row.reference,
+                    "holdout_cases": holdout_cases})
     if not out:
         raise Skip(f"table2: no scores for {', '.join(missing)}")
     frame = pd.DataFrame(out)

@@ -103,16 +103,37 @@ def load_scores(scores: Path, models: list[str] | None, partition: str = WHOLE_I
 
 
 def run_files(runs: Path) -> dict[tuple[str, str], Path]:
-    """(model, system) -> run file under ``RUNS/<model>/``; a transcript wins over a result JSON."""
+    """(model, system) -> run file under ``RUNS/<model>/``; a transcript wins over a result JSON.
+
+    One model's views directly in ``RUNS`` (``RUNS/<system>.jsonl``, as ``metrobench eval`` cuts them
+    into ``results/eval/<model>/runs/``) count too: the model is the one the transcript's header names,
+    else the folder above ``RUNS``."""
     runs = Path(runs)
     if not runs.is_dir():
         raise MetrobenchError(f"{runs}: no runs folder (expected {runs}/<model>/<system>.jsonl)")
     found: dict[tuple[str, str], Path] = {}
+    for path in sorted(runs.glob("*.jsonl")):
+        if path.is_file() and not path.name.startswith("."):
+            found[(_header_model(path) or runs.resolve().parent.name, path.stem)] = path
     for suffix in (".json", ".jsonl"):  # later suffix overrides the earlier
         for path in sorted(runs.glob(f"*/*{suffix}")):
             if path.is_file() and not path.name.startswith("."):
                 found[(path.parent.name, path.stem)] = path
     return found
+
+
+def _header_model(path: Path) -> str | None:
+    """The model a transcript's header line names (None: no header, an old transcript)."""
+    import json
+
+    with path.open("rb") as f:
+        line = f.readline()
+    try:
+        header = json.loads(line).get("header")
+    except (ValueError, AttributeError):
+        return None
+    model = header.get("model") if isinstance(header, dict) else None
+    return model if isinstance(model, str) and model else None
 
 
 def attach_records(views: list[CaseView], runs: Path) -> int:

@@ -136,8 +136,9 @@ def _model_cell(model: str, labels: Mapping[str, str]) -> str:
 
 
 def index_page(by_model: dict[str, list[CaseView]], compared: Sequence[str],
-               labels: Mapping[str, str] | None = None) -> str:
-    """Every model (by its leaderboard label where ``labels`` has one) with its headline, then comparisons."""
+               labels: Mapping[str, str] | None = None, partition: str = "full") -> str:
+    """Every model (by its leaderboard label where ``labels`` has one) with its headline, then the
+    models among the paper's published Table 2 (:func:`among_published_html`), then comparisons."""
     labels = labels or {}
     rows = "".join(f"<tr><td>{_model_cell(m, labels)}</td>"
                    f"<td class=\"num\">{len(cases)}</td><td class=\"num\">{headline(cases)[0]:g}</td>"
@@ -147,5 +148,37 @@ def index_page(by_model: dict[str, list[CaseView]], compared: Sequence[str],
         links = " ".join(f"<a href=\"{href('compare', c + '.html')}\">{esc(c)}</a>" for c in compared)
         compare = f"<h2>Side by side ({len(compared)} cases)</h2><p>{links}</p>"
     body = ("<table class=\"models\"><tr><th>model</th><th>cases</th><th>Tier 1</th><th>composite</th></tr>"
-            f"{rows}</table>{compare}")
+            f"{rows}</table>{among_published_html(by_model, labels, partition)}{compare}")
     return page("MetroLLM-Bench cases", body)
+
+
+def among_published_html(by_model: dict[str, list[CaseView]], labels: Mapping[str, str], partition: str) -> str:
+    """The viewed models among the paper's published Table 2 rows (:mod:`metrobench.paper.published`),
+    each row marked published or run here; a model viewed on other cases than the paper's 238 held-out
+    (a sample, another partition, fewer systems) says so, and an unjudged composite says it counts
+    Tier 2 at zero. Rows carry a class (``published``, ``run-here``), never a bare ``<tr>``."""
+    from metrobench.paper.published import PUBLISHED, Entry, among_published, load_published, sample_note
+
+    p = load_published()
+    mine = []
+    for model, cases in by_model.items():
+        if not cases:
+            continue
+        tier1, composite = headline(cases)
+        unjudged = any(c.score is None for case in cases for c in case.components)
+        mine.append(Entry(labels.get(model, model), composite, tier1, cases=len(cases),
+                          systems=len({case.system for case in cases}), partition=partition,
+                          judge="Tier 2 unjudged: composite counts it at 0" if unjudged else None))
+    if not mine:
+        return ""
+    rows = []
+    for e in among_published(mine, p):
+        rank = "ref." if e.reference else str(e.rank) if e.rank else ""
+        note = sample_note(e, p)
+        kind = "published" if e.source == PUBLISHED else "run-here"
+        rows.append(f"<tr class=\"{kind}\"><td class=\"num\">{esc(rank)}</td><td>{esc(e.label)}</td>"
+                    f"<td class=\"num\">{e.composite:.2f}</td><td class=\"num\">{e.tier1:.2f}</td>"
+                    f"<td>{esc(e.source + (f' ({note})' if note else ''))}</td></tr>")
+    return (f"<h2>Beside the paper's published {esc(p.table2.source.table)} (held-out, {p.holdout_cases} cases; "
+            f"arXiv:{esc(p.source.arxiv)})</h2><table class=\"published\"><tr><th>rank</th><th>model</th>"
+            f"<th>composite</th><th>Tier 1</th><th>source</th></tr>{''.join(rows)}</table>")

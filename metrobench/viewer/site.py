@@ -66,10 +66,10 @@ def _write(path: Path, text: str) -> None:
 
 
 def _render_all(tmp: Path, by_model: dict[str, list[CaseView]], by_case: dict[str, list[CaseView]],
-                labels: Mapping[str, str] | None = None) -> int:
+                labels: Mapping[str, str] | None = None, partition: str = "full") -> int:
     """Write every page under ``tmp``; returns the number of comparison pages."""
     compared = {case_id: group for case_id, group in by_case.items() if len(group) > 1}
-    _write(tmp / "index.html", index_page(by_model, list(compared), labels))
+    _write(tmp / "index.html", index_page(by_model, list(compared), labels, partition))
     for model, cases in by_model.items():
         _write(tmp / "models" / f"{model}.html", model_page(model, cases, set(compared)))
         for case in cases:
@@ -125,7 +125,7 @@ def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None 
     for group in by_case.values():
         group.sort(key=lambda v: order.index(v.model))
     with atomic_dir(out) as tmp:
-        compare_pages = _render_all(tmp, by_model, by_case, labels)
+        compare_pages = _render_all(tmp, by_model, by_case, labels, partition)
         if rating_page is not None:
             _write(tmp / "calibrate.html", rating_page)
         (tmp / MARKER).write_text("written by metrobench view; a rebuild replaces this folder\n")
