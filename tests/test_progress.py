@@ -339,3 +339,31 @@ def test_run_and_eval_take_progress(tmp_path):
     for command in (["run", "--system", "marta", "--out", "x.jsonl"], ["eval"]):
         assert parser.parse_args([*command, "--progress", "2"]).progress == 2.0
         assert parser.parse_args(command).progress is None
+
+
+def test_an_eta_appears_during_eval_against_a_slow_stand_in(root, tmp_path, monkeypatch, capsys):
+    """Issue 50's acceptance: the stand-in answers the first case at once and holds every later one
+    until a status line with an ETA has been printed (so it came while a case was in flight)."""
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    held = []
+
+    def script(request):
+        if len(api.requests) > 1:          # one request a case, one case at a time: a later case
+            deadline = time.monotonic() + 20
+            while "ETA" not in err.getvalue() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            held.append("ETA" in err.getvalue())
+        return chat_payload('{"outcome": "request_declined"}')
+
+    with FakeOpenAI(script) as api:
+        assert main(["eval", "--data", str(root), "--model", "mine", "--provider", "openai", "--base-url",
+                     f"{api.url}/v1", "--system", "doha", "--partition", "all", "--sample", "3",
+                     "--concurrency", "1", "--results", str(tmp_path / "results"), "--progress", "0.05"]) == 0
+    assert held == [True, True]
+    lines = err.getvalue().splitlines()
+    assert lines[0] == "mine/doha: 3 cases to run, 1 at a time (concurrency as configured)"
+    during = next(line for line in lines if "ETA" in line)
+    assert during.startswith(("mine/doha: 1/3 cases, 0 failed, ", "mine/doha: 2/3 cases, 0 failed, "))
+    assert lines[-1].startswith("mine/doha: 3/3 cases, 0 failed, ") and "ETA" not in lines[-1]
+    assert "ran 3 cases (0 failed), 0 already done" in capsys.readouterr().out
