@@ -263,6 +263,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
                                   "write --out as this selection's view of it")
     add_resume_options(p)
+    add_progress_option(p)
     p.add_argument("--teacher", action="store_true",
                    help="a teacher's run (the workflow's train view): the model as it teaches "
                         "(ModelConfig.as_teacher: a scripted model without a mode set runs its teacher mode, "
@@ -286,7 +287,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--thinking", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--reasoning-effort")
     p.add_argument("--concurrency", type=at_least_one,
-                   help="requests in flight (default: 2 local, 4 Mistral, 8 Azure)")
+                   help="requests in flight (default: 2 local, 4 Mistral, 8 Azure and hosted OpenAI; local means "
+                        "provider llama_cpp, or openai with a base_url on 127.0.0.1, localhost or ::1, whose "
+                        "server is first asked for its slot count (GET /props, llama-server's total_slots) and "
+                        "given that many where it answers)")
     p.add_argument("--max-rounds", type=at_least_one, help="model calls per case, all turns together (default 20)")
     p.add_argument("--timeout", type=_positive, help="seconds per request (default 240)")
 
@@ -297,6 +301,14 @@ def add_case_options(p: argparse.ArgumentParser, partition_help: str | None = No
     p.add_argument("--cases", type=name_list, help="comma-separated case ids")
     p.add_argument("--limit", type=at_least_one, help="only the first N cases")
     p.add_argument("--sample", type=at_least_one, help="N cases spread over the categories (the CPU demo)")
+
+
+def add_progress_option(p: argparse.ArgumentParser) -> None:
+    """``--progress S``: seconds between the status lines a run prints while its cases run."""
+    p.add_argument("--progress", type=_non_negative, metavar="SECONDS",
+                   help="seconds between progress lines while cases run (cases done, failed, elapsed, ETA, a case "
+                        "running long; default: 1 on a terminal, a bar redrawn in place, 10 in a log; 0: a line "
+                        "only when a case ends)")
 
 
 def add_resume_options(p: argparse.ArgumentParser) -> None:

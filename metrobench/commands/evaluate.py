@@ -26,7 +26,7 @@ from pathlib import Path
 
 from metrobench import layout
 from metrobench.commands.common import Subparsers, add_case_options, add_data, add_model_options, \
-    add_resume_options, add_verify, ModelFlags, model_config, name_list, verified_bench
+    add_progress_option, add_resume_options, add_verify, ModelFlags, model_config, name_list, verified_bench
 from metrobench.errors import MetrobenchError
 from metrobench.paper.published import judge_note
 from metrobench.vocabulary import WHOLE_IN_REPORTS, is_whole
@@ -46,6 +46,7 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
                    help="results folder: transcripts in DIR/work/, views and scores in DIR/eval/<model>/ "
                         "(default: results)")
     add_resume_options(p)
+    add_progress_option(p)
     from metrobench.commands.scoring import add_judge_options
 
     add_judge_options(p)

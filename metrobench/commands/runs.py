@@ -182,7 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with transcript_lock(out, wait=work is not None):  # held while the view is cut too
         summary = run_model(cfg, bench.system(args.system), cases, out, restart=args.restart,
                             selection=selection, serving=hosted_record(cfg), set_aside_changed=args.set_aside,
-                            rerun_changed=args.rerun_changed)
+                            rerun_changed=args.rerun_changed, progress_interval=getattr(args, "progress", None))
         return _report(summary, args, work, selection, cases)
 
 
@@ -204,5 +204,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
         with serve_model(cfg, log_path=log, gpu=args.require_gpu) as url:
             summary = run_model(cfg, bench.system(args.system), cases, out, base_url=url,
                                 restart=args.restart, selection=selection, serving=serving_record(cfg, url),
-                                set_aside_changed=args.set_aside, rerun_changed=args.rerun_changed)
+                                set_aside_changed=args.set_aside, rerun_changed=args.rerun_changed,
+                                progress_interval=getattr(args, "progress", None))
         return _report(summary, args, work, selection, cases)  # after the server has stopped

@@ -7,6 +7,10 @@ request (``path``, ``query``, lower-cased ``headers``, parsed ``body``) into
 JSON; :data:`DROP` closes the connection without an answer (a server process that
 died mid-request). Used as a context manager: started on 127.0.0.1 and ``port`` (0: a free
 one) on entry, stopped on exit.
+
+GET requests (a client asking a server's ``/props``) are recorded apart, in ``gets``, so
+``requests`` stays the POSTs, and answered by :meth:`FakeJSONServer.answer_get`: HTTP 404
+unless a subclass answers them.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ DROP = object()
 class FakeJSONServer:
     def __init__(self, port: int = 0) -> None:
         self.requests: list[dict] = []
+        self.gets: list[dict] = []
         self.lock = threading.Lock()
         fake = self
 
@@ -40,7 +45,17 @@ class FakeJSONServer:
                            "body": json.loads(self.rfile.read(length) or b"{}")}
                 with fake.lock:
                     fake.requests.append(request)
-                status, payload, headers = fake.answer(request)
+                self.reply(*fake.answer(request))
+
+            def do_GET(self) -> None:  # noqa: N802
+                parts = urlsplit(self.path)
+                request = {"path": parts.path, "query": parse_qs(parts.query),
+                           "headers": {k.lower(): v for k, v in self.headers.items()}, "body": None}
+                with fake.lock:
+                    fake.gets.append(request)
+                self.reply(*fake.answer_get(request))
+
+            def reply(self, status: int, payload: Any, headers: dict[str, str]) -> None:
                 if payload is DROP:
                     self.close_connection = True
                     return
@@ -61,6 +76,10 @@ class FakeJSONServer:
 
     def answer(self, request: dict) -> tuple[int, Any, dict[str, str]]:
         raise NotImplementedError
+
+    def answer_get(self, request: dict) -> tuple[int, Any, dict[str, str]]:
+        """A GET's answer: 404 here (a server with nothing to GET)."""
+        return 404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}}, {}
 
     def __enter__(self):
         self.thread.start()

@@ -56,9 +56,18 @@ def tool_call(name: str, arguments: Any, call_id: str = "call_1") -> dict:
 
 
 class FakeOpenAI(FakeJSONServer):
-    def __init__(self, script: Callable[[dict], Any], port: int = 0) -> None:
+    """``props``: what ``GET /props`` answers, as llama-server does (``{"total_slots": 4, ...}``); ``None``
+    (the default): 404, a server without it."""
+
+    def __init__(self, script: Callable[[dict], Any], port: int = 0, *, props: dict | None = None) -> None:
         super().__init__(port)
         self.script = script
+        self.props = props
+
+    def answer_get(self, request: dict) -> tuple[int, Any, dict[str, str]]:
+        if request["path"] == "/props" and self.props is not None:
+            return 200, self.props, {}
+        return super().answer_get(request)
 
     def answer(self, request: dict) -> tuple[int, Any, dict[str, str]]:
         answer = self.script(request)

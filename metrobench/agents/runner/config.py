@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from metrobench import layout
-from metrobench.credentials import env_name_problem, url_problem
+from metrobench.credentials import env_name_problem, is_loopback, url_problem
 from metrobench.data.loader import CONFIG_MAX_VALUES, read_yaml
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import prompt_digest
@@ -53,9 +53,22 @@ IN_PROCESS = frozenset({"scripted"})
 ScriptMode = Literal["baseline", "teacher"]
 
 #: Requests in flight per endpoint, as in the paper (2 local, 4 Mistral, 8 Azure); a scripted model
-#: runs its cases one after the other (in-process, in the order the runner gives them).
+#: runs its cases one after the other (in-process, in the order the runner gives them). ``openai``'s 8
+#: is a hosted endpoint's: one on this machine is local (:func:`loopback_openai`, :data:`LOCAL_CONCURRENCY`).
 DEFAULT_CONCURRENCY = {"llama_cpp": 2, "openai": 8, "azure": 8, "azure_responses": 8, "mistral": 4,
                        "scripted": 1}
+#: Requests in flight to a local server (``llama_cpp``, or ``openai`` on a loopback address) unless the
+#: model sets ``concurrency``; a run against a local ``openai`` endpoint asks the server for its slot count
+#: first and uses that where it answers (:mod:`metrobench.agents.runner.slots`).
+LOCAL_CONCURRENCY = 2
+
+
+def loopback_openai(provider: str, base_url: str | None) -> bool:
+    """Whether this is an OpenAI-compatible endpoint on this machine (``provider: openai``, a ``base_url``
+    on 127.0.0.1, ``localhost`` or ``::1``): a local server such as llama-server, not a hosted API."""
+    return provider == "openai" and bool(base_url) and is_loopback(str(base_url))
+
+
 #: Providers whose requests take a sampling seed (the chat client sends it; Mistral's is ``random_seed``).
 SEEDED = frozenset({"llama_cpp", "openai", "azure", "mistral"})
 
@@ -193,7 +206,14 @@ class ModelConfig(BaseModel):
 
     @property
     def parallel(self) -> int:
-        return self.concurrency or DEFAULT_CONCURRENCY[self.provider]
+        """Requests in flight: ``concurrency``, else the provider's default, :data:`LOCAL_CONCURRENCY` for an
+        ``openai`` endpoint on this machine (a run asks such a server for its slots first:
+        :func:`metrobench.agents.runner.slots.run_concurrency`)."""
+        if self.concurrency is not None:
+            return self.concurrency
+        if loopback_openai(self.provider, self.base_url):
+            return LOCAL_CONCURRENCY
+        return DEFAULT_CONCURRENCY[self.provider]
 
     def settings(self) -> dict[str, Any]:
         """The decoding and loop settings that shape the model's answers, as recorded in every

@@ -46,13 +46,17 @@ reply comes from), :meth:`CaseRun.call` (how a tool call is answered), :meth:`Ca
 (which tool answer is the case's answer) and :meth:`CaseRun.finish`. The scripted provider
 (:mod:`metrobench.agents.rule_agent`) does, to be the reference's baseline byte for byte; every
 other client is asked for replies with ``complete(messages, tools)`` in a plain :class:`CaseRun`.
+
+An ``observer`` (:class:`RoundObserver`, the run's :class:`~metrobench.agents.runner.run.Progress`) is
+told when each round starts and ends (with the reply's ``finish_reason``), so a case that runs long can
+be shown while it runs; it only watches: nothing it does changes the case.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Protocol as Interface
 
 from metrobench.data.loader import SystemData
 from metrobench.data.models import Case
@@ -68,6 +72,14 @@ from metrobench.vocabulary import SUBMIT_TOOL
 
 #: Empty rounds that end a case (the reference's ``MAX_CONSECUTIVE_EMPTY``, counted over the whole case).
 EMPTY_ROUNDS = 2
+
+
+class RoundObserver(Interface):
+    """What watches a run's rounds as they happen (progress): told of each round's start and end."""
+
+    def round_started(self, case_id: str, round_no: int) -> None: ...
+
+    def round_ended(self, case_id: str, round_no: int, finish_reason: str | None) -> None: ...
 
 
 class CaseEnded(Exception):
@@ -285,11 +297,13 @@ def note_retries(record: CaseRecord, round_index: int, retried: list[str]) -> No
 
 
 async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, model: str,
-                   max_rounds: int, protocol: Protocol = PAPER) -> CaseRecord:
+                   max_rounds: int, protocol: Protocol = PAPER,
+                   observer: RoundObserver | None = None) -> CaseRecord:
     """Run one case to its end; every failure is recorded on the record, never raised.
 
     Except :class:`RunStopped`: another request stopped the run, and this case,
     cut short without a failure of its own, is not recorded (a rerun runs it).
+    ``observer`` is told of each round's start and end (rounds counted from 1).
     """
     open_case = getattr(client, "open_case", None)  # a client that runs its cases its own way
     state: CaseRun = open_case(system, case, model) if open_case is not None else CaseRun(system, case, model)
@@ -300,7 +314,11 @@ async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, 
     round_index = 0
     try:
         for round_index in range(max_rounds):
+            if observer is not None:
+                observer.round_started(case.id, round_index + 1)
             reply = await state.ask(client)
+            if observer is not None:
+                observer.round_ended(case.id, round_index + 1, reply.finish_reason)
             note_retries(record, round_index, reply.retried)
             state.model_ms += reply.elapsed_ms
             record.api_rounds += 1

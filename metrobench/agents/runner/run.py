@@ -49,6 +49,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.agents.runner.client import ChatClient, RunStopped
 from metrobench.agents.runner.config import IN_PROCESS, ModelConfig
 from metrobench.agents.runner.loop import run_case
+from metrobench.agents.runner.slots import run_concurrency
 from metrobench.agents.serving_record import differences
 from metrobench.data.selection import Selection
 from metrobench.transcripts.records import (ENDINGS, CaseRecord, RunHeader, TranscriptWriter, current_records,
@@ -210,31 +211,145 @@ def run_header(cfg: ModelConfig, system: str, serving: dict[str, Any] | None) ->
                      serving=serving)
 
 
-class Progress:
-    """A one-line progress report: cases done, failures, output tokens per second."""
+def duration(seconds: float) -> str:
+    """Seconds as a progress line shows them: ``45s``, ``2m10s``, ``1h05m``."""
+    total = max(0, int(round(seconds)))
+    if total < 60:
+        return f"{total}s"
+    minutes, secs = divmod(total, 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
 
-    def __init__(self, total: int, label: str, stream: TextIO | None = None) -> None:
+
+def eta_s(done: int, total: int, elapsed_s: float) -> float | None:
+    """Seconds left at the pace of the cases so far: ``elapsed`` × (total − done) / done (the concurrency
+    is in the pace already); ``None`` before the first case ends, 0 when all have."""
+    if done <= 0:
+        return None
+    return max(0.0, elapsed_s * (total - done) / done)
+
+
+class Progress:
+    """What a run shows while it runs (:class:`~metrobench.agents.runner.loop.RoundObserver`).
+
+    A status line — cases done of the run's, failures, output tokens per second, time elapsed, an ETA at
+    the pace of the cases so far, and the longest-running case in flight once it has run
+    ``long_case_s`` (its id, its round, its seconds) — at most once every ``interval`` seconds: on a
+    terminal one line redrawn in place with a bar (default every 1 s), in a log plain lines (every
+    10 s). :meth:`tick` prints it when it is due (the run's reporter task calls it while cases are in
+    flight), :meth:`update` when a case ends; the last case's line always comes, ending in the run's
+    totals. Where replies keep stopping at ``max_tokens`` (``finish_reason`` ``length``, ``LENGTH_NOTICE``
+    of them), one line says so, once. ``clock`` and ``tty`` are injectable: tests give the events and
+    the time and read what is printed.
+    """
+
+    #: Replies cut at ``max_tokens`` before the one notice.
+    LENGTH_NOTICE = 3
+    #: A case in flight this long is named on the status line.
+    LONG_CASE_S = 30.0
+    #: Seconds between status lines unless given: on a terminal, in a log.
+    TTY_INTERVAL_S, LOG_INTERVAL_S = 1.0, 10.0
+    #: The terminal's bar, in characters.
+    BAR = 20
+
+    def __init__(self, total: int, label: str, stream: TextIO | None = None, *, interval: float | None = None,
+                 clock: Any = time.monotonic, tty: bool | None = None, long_case_s: float | None = None,
+                 max_tokens: int | None = None) -> None:
         self.total, self.label = total, label
         self.stream = stream or sys.stderr
+        self.clock = clock
         self.done = self.failed = self.tokens = 0
-        self.start = time.perf_counter()
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self._last_pct = -1
+        self.start = clock()
+        self.tty = (hasattr(self.stream, "isatty") and self.stream.isatty()) if tty is None else tty
+        self.interval = (self.TTY_INTERVAL_S if self.tty else self.LOG_INTERVAL_S) if interval is None else interval
+        self.long_case_s = self.LONG_CASE_S if long_case_s is None else long_case_s
+        self.max_tokens = max_tokens
+        #: The cases in flight: id -> (round, when the case began).
+        self.running: dict[str, tuple[int, float]] = {}
+        self.cut_replies = 0
+        self.noticed = False
+        self._last_line = self.start
+        self._drawn = 0   # characters of the status line on the terminal now (0: none)
+
+    # -- the events --------------------------------------------------------------------------------
+    def begin(self, note: str) -> None:
+        """The run's first line: how many cases it runs and ``note`` (how many at a time, and why)."""
+        self._put(f"{self.label}: {self.total} case{'s' if self.total != 1 else ''} to run, {note}")
+
+    def round_started(self, case_id: str, round_no: int) -> None:
+        began = self.running.get(case_id, (0, None))[1]
+        self.running[case_id] = (round_no, self.clock() if began is None else began)
+
+    def round_ended(self, case_id: str, round_no: int, finish_reason: str | None) -> None:
+        if finish_reason != "length":
+            return
+        self.cut_replies += 1
+        if self.cut_replies >= self.LENGTH_NOTICE and not self.noticed:
+            self.noticed = True
+            cap = f" ({self.max_tokens:,} tokens)" if self.max_tokens else ""
+            self._put(f"{self.label}: note: {self.cut_replies} replies so far stopped at max_tokens{cap}, "
+                      'finish_reason "length": they are cut short and take the longest; a larger max_tokens '
+                      "lets them finish, a smaller one bounds each round (either changes the settings "
+                      "fingerprint); said once")
+
+    def forget(self, case_id: str) -> None:
+        """A case left unrecorded (the run was stopped): no longer in flight."""
+        self.running.pop(case_id, None)
 
     def update(self, record: CaseRecord) -> None:
+        """A case ended and was recorded."""
+        self.running.pop(record.case_id, None)
         self.done += 1
         self.failed += record.error is not None
         self.tokens += record.output_tokens
-        elapsed = max(time.perf_counter() - self.start, 1e-9)
-        line = (f"{self.label}: {self.done}/{self.total} cases, {self.failed} failed, "
-                f"{self.tokens / elapsed:,.0f} tok/s")
-        pct = self.done * 10 // max(self.total, 1)
+        self.tick(final=self.done >= self.total)
+
+    # -- the lines ---------------------------------------------------------------------------------
+    def status(self, now: float | None = None) -> str:
+        """The status line at ``now`` (the clock's), without the label."""
+        now = self.clock() if now is None else now
+        elapsed = max(now - self.start, 0.0)
+        line = (f"{self.done}/{self.total} cases, {self.failed} failed, "
+                f"{self.tokens / max(elapsed, 1e-9):,.0f} tok/s, {duration(elapsed)} elapsed")
+        if self.done >= self.total:
+            return line
+        eta = eta_s(self.done, self.total, elapsed)
+        if eta is not None:
+            line += f", ETA {duration(eta)}"
+        long = sorted(((now - began, case_id, round_no) for case_id, (round_no, began) in self.running.items()
+                       if now - began >= self.long_case_s), reverse=True)
+        if long:
+            seconds, case_id, round_no = long[0]
+            line += f"; {case_id} round {round_no}, {seconds:.0f} s"
+            if len(long) > 1:
+                line += f" (and {len(long) - 1} more over {self.long_case_s:.0f} s)"
+        return line
+
+    def tick(self, final: bool = False) -> None:
+        """Print the status line if one is due (``interval`` since the last), or ``final``ly."""
+        now = self.clock()
+        if not final and now - self._last_line < self.interval:
+            return
+        self._last_line = now
+        line = self.status(now)
         if self.tty:
-            self.stream.write("\r" + line + ("\n" if self.done == self.total else ""))
+            filled = self.done * self.BAR // max(self.total, 1)
+            text = f"{self.label}: [{'#' * filled}{'.' * (self.BAR - filled)}] {line}"
+            pad = " " * max(0, self._drawn - len(text))
+            self.stream.write("\r" + text + pad + ("\n" if final else ""))
+            self._drawn = 0 if final else len(text)
             self.stream.flush()
-        elif pct != self._last_pct or self.done == self.total:
-            self._last_pct = pct
-            print(line, file=self.stream, flush=True)
+        else:
+            print(f"{self.label}: {line}", file=self.stream, flush=True)
+
+    def _put(self, text: str) -> None:
+        """A line of its own (on a terminal, below the status line, which is redrawn at the next tick)."""
+        if self.tty and self._drawn:
+            self.stream.write("\n")
+            self._drawn = 0
+        print(text, file=self.stream, flush=True)
 
 
 def order_for_cache(cases: list[Case]) -> list[Case]:
@@ -326,10 +441,18 @@ def open_client(cfg: ModelConfig, base_url: str | None = None) -> ChatClient | A
     return ChatClient(cfg, base_url=base_url)
 
 
+async def _report(progress: Progress) -> None:
+    """The run's reporter: :meth:`Progress.tick` (a status line when one is due) while cases are in flight."""
+    poll = min(progress.interval, 1.0)
+    while True:
+        await asyncio.sleep(poll)
+        progress.tick()
+
+
 async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: TranscriptWriter,
                client: ChatClient | Any, progress: Progress, selection: dict[str, Any] | None,
-               serving: dict[str, Any] | None = None) -> _Tally:
-    semaphore = asyncio.Semaphore(cfg.parallel)
+               serving: dict[str, Any] | None = None, parallel: int | None = None) -> _Tally:
+    semaphore = asyncio.Semaphore(parallel or cfg.parallel)
     fingerprint = cfg.fingerprint()
     tally = _Tally()
 
@@ -339,8 +462,9 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
                 return  # not sent: a rerun runs it
             try:
                 record = await run_case(client, system, case, model=cfg.name, max_rounds=cfg.max_rounds,
-                                        protocol=cfg.protocol)
+                                        protocol=cfg.protocol, observer=progress)
             except RunStopped:
+                progress.forget(case.id)
                 return
         record.meta.update(config=fingerprint, case_sha=case_hash(case), settings=cfg.settings())
         if selection is not None:
@@ -351,9 +475,12 @@ async def _run(cfg: ModelConfig, system: SystemData, todo: list[Case], writer: T
         tally.add(record)
         progress.update(record)
 
+    reporter = asyncio.create_task(_report(progress)) if progress.interval > 0 else None
     try:
         await asyncio.gather(*(one(case) for case in todo))
     finally:
+        if reporter is not None:
+            reporter.cancel()
         await client.aclose()
     return tally
 
@@ -362,13 +489,16 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
               base_url: str | None = None, restart: bool = False,
               progress_stream: TextIO | None = None, selection: Selection | None = None,
               serving: dict[str, Any] | None = None, set_aside_changed: bool = False,
-              rerun_changed: bool = False) -> RunSummary:
+              rerun_changed: bool = False, progress_interval: float | None = None) -> RunSummary:
     """Run ``cases`` (skipping those already in ``out``) and append their records to ``out``.
 
     ``selection``: how ``cases`` were chosen, recorded in each record for scoring; ``serving``:
     the serving record (:mod:`metrobench.agents.serving_record`), recorded in each record and
     compared on resume; ``set_aside_changed``: a transcript made otherwise is set aside, not refused;
-    ``rerun_changed``: cases changed in the data since they were run are run again (:func:`prepare_resume`).
+    ``rerun_changed``: cases changed in the data since they were run are run again (:func:`prepare_resume`);
+    ``progress_interval``: seconds between status lines while cases run (:class:`Progress`; ``None``: 1 on a
+    terminal, 10 in a log; 0: a line when a case ends only). The run's first line says how many requests it
+    keeps in flight and why (:func:`~metrobench.agents.runner.slots.run_concurrency`: a local server's slots).
     """
     with transcript_lock(out):
         done = prepare_resume(out, cfg, cases, restart=restart, system=system.name, serving=serving,
@@ -380,11 +510,14 @@ def run_model(cfg: ModelConfig, system: SystemData, cases: list[Case], out: Path
         start = time.perf_counter()
         tally, stopped = _Tally(), None
         if todo:
+            parallel, why = run_concurrency(cfg, base_url)
             client = open_client(cfg, base_url)
-            progress = Progress(len(todo), f"{cfg.name}/{system.name}", progress_stream)
+            progress = Progress(len(todo), f"{cfg.name}/{system.name}", progress_stream,
+                                interval=progress_interval, max_tokens=cfg.max_tokens)
+            progress.begin(f"{parallel} at a time ({why})")
             with TranscriptWriter(out, run_header(cfg, system.name, serving)) as writer:
                 tally = asyncio.run(_run(cfg, system, todo, writer, client, progress,
-                                         selection.to_meta() if selection else None, serving))
+                                         selection.to_meta() if selection else None, serving, parallel))
             stopped = client.stopped
     return RunSummary(Path(out), tally.written, len(cases) - len(todo), tally.failed, time.perf_counter() - start,
                       tally.endings, len(todo) - tally.written, stopped, tally.failures)
