@@ -199,6 +199,12 @@ def summary_path(model: str, root: str = RESULTS) -> str:
     return f"{root}/summary/{model}.txt"
 
 
+def model_results(model: str, root: str = RESULTS) -> str:
+    """A workflow model's results in one file (``metrobench results``; the schema of ``eval``'s
+    ``results/eval/<model>/results.json``, :mod:`metrobench.commands.eval_results`)."""
+    return f"{root}/models/{model}/results.json"
+
+
 
 
 def result(name: str, root: str = RESULTS) -> str:

@@ -269,6 +269,7 @@ def test_eval_writes_one_results_file_that_validates_against_the_shipped_schema(
     assert data["runs"]["doha"]["endings"] == {"answered": 3} and data["tokens"]["input"] > 0
     assert data["published"]["comparable"] is False and data["published"]["holdout_cases"] == 238
     assert len(data["data"]["commit"]) == 40 and data["data"]["verified"] is True
+    assert data["cost"] is None                # no study config: not priced
     assert endpoint("https://user:pw@api.example.com:8443/v1/x?api_key=k#f") == "https://api.example.com:8443"
     assert endpoint("http://[::1]/v1") == "http://[::1]"
 

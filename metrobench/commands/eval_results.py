@@ -13,8 +13,13 @@ What it holds: the model, its settings fingerprint (the transcripts' ``config``)
 pinned release; ``verified`` false with ``--no-verify``), the selection, the judge (``stand_in``
 where it is the stand-in, whose grades are digests, not judgments), per-system and headline Tier 1
 and composite (a bounded composite where Tier 2 was not judged) with 95 % bootstrap intervals of the
-headline, case counts and endings, tokens, the published leaderboard's comparison, and the
-metrobench version.
+headline, case counts and endings, tokens, their cost where a study config prices the model (the
+deployment table's arithmetic, :func:`metrobench.paper.deployment.record_cost`; None otherwise), the
+published leaderboard's comparison, and the metrobench version.
+
+The same file for a model of the workflow: ``metrobench results --config ... --model M`` (rule
+``results_file``: ``results/models/<model>/results.json``, :func:`metrobench.layout.model_results`),
+built by :func:`build` from the model's views of the config's ``bench.partition`` and their scores.
 """
 
 from __future__ import annotations
@@ -23,12 +28,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from metrobench.vocabulary import is_whole
+
+if TYPE_CHECKING:
+    from metrobench.study import Price
 
 FORMAT = 1
 SCHEMA_RESOURCE = "eval-results.schema.json"
@@ -102,6 +111,15 @@ class SystemRun(_Strict):
     api_rounds: int
 
 
+class Cost(_Strict):
+    usd: float = Field(description="US dollars of the runs' tokens (every record of the views, as `tokens`) at "
+                                   "the study config's price: input x input price + output x output price (+ "
+                                   "reasoning apart where priced apart) per million tokens")
+    usd_per_1k_cases: float = Field(description="usd per 1,000 of the views' records")
+    prices_read: str = Field(description="the date the price was read (YYYY-MM-DD)")
+    source: str = Field(description="where it was read (the price page's URL; empty: not said)")
+
+
 class Published(_Strict):
     file_version: int = Field(description="the version of the package's published leaderboard (published.yaml)")
     holdout_cases: int = Field(description="the paper's held-out cases (Table 2's n)")
@@ -124,6 +142,8 @@ class EvalResults(_Strict):
     systems: dict[str, Scores] = Field(description="per system: its scores")
     runs: dict[str, SystemRun] = Field(description="per system: its cases, endings and tokens")
     tokens: dict[str, int] = Field(description="input and output tokens over every system")
+    cost: Cost | None = Field(None, description="the tokens' cost at the study config's `prices`; None: not "
+                                                "priced (no study config, no matching entry, or a local model)")
     published: Published
 
 
@@ -200,9 +220,23 @@ def entry(scores: Path, model: str, systems: list[str], partition: str, judge: s
                  interval=comp_ci, tier1_interval=t1_ci, judge=judge)
 
 
+def cost_of(prices: Mapping[str, Price] | None, model: str, records: list[Any]) -> Cost | None:
+    """The cost of ``records`` (a model's, every view's) at ``prices`` (a study config's), as the deployment
+    table prices a hosted row; None: no prices, no match, or a local model."""
+    from metrobench.paper.deployment import record_cost, run_price
+
+    price = run_price(prices or {}, model, records)
+    if price is None:
+        return None
+    usd = sum(record_cost(price, r) for r in records)
+    return Cost(usd=round(usd, 6), usd_per_1k_cases=round(1000 * usd / len(records), 4),
+                prices_read=str(price.read), source=price.source)
+
+
 def build(*, cfg: Any, views: dict[str, Path], scores: Path, partition: str, judge: dict[str, Any],
-          verified: bool) -> EvalResults:
-    """The results of ``cfg`` from its eval's views (system -> view file) and scores folder."""
+          verified: bool, prices: Mapping[str, Price] | None = None) -> EvalResults:
+    """The results of ``cfg`` from its views (system -> view file) and scores folder; ``prices``: the
+    study config's, where there is one (the cost)."""
     from metrobench import __version__
     from metrobench.data.root import pinned_release
     from metrobench.paper.published import PUBLISHED, among_published, load_published, sample_note
@@ -210,10 +244,11 @@ def build(*, cfg: Any, views: dict[str, Path], scores: Path, partition: str, jud
     from metrobench.transcripts.records import ending, read_run
 
     systems = list(views)
-    runs, headers = {}, {}
+    runs, headers, records = {}, {}, []
     for system, path in views.items():
         run = read_run(path)
         headers[system] = run.header
+        records += run.records
         endings: dict[str, int] = {}
         for r in run.records:
             endings[ending(r)] = endings.get(ending(r), 0) + 1
@@ -256,18 +291,64 @@ def build(*, cfg: Any, views: dict[str, Path], scores: Path, partition: str, jud
         headline=headline, systems=per_system, runs=runs,
         tokens={"input": sum(r.input_tokens for r in runs.values()),
                 "output": sum(r.output_tokens for r in runs.values())},
+        cost=cost_of(prices, cfg.name, records),
         published=Published(file_version=published.version, holdout_cases=published.holdout_cases,
                             comparable=sample_note(mine, published) is None, above=above, below=below))
 
 
 def judge_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The judge of ``eval``'s options (``--judge``, ``--judge-model``, ``--judge-url``)."""
+    return judge_dict(args.judge, args.judge_model, args.judge_url)
+
+
+def judge_dict(kind: str, model: str | None, url: str | None) -> dict[str, Any]:
+    """:class:`Judge`'s fields: the judge's kind, model and endpoint (never a key), stand-in or not."""
     from metrobench.paper.published import judge_note
     from metrobench.standins.judge import MODEL
 
-    note = judge_note(args.judge, args.judge_model)
-    return {"kind": args.judge, "model": args.judge_model, "endpoint": endpoint(args.judge_url),
-            "stand_in": args.judge == "openai" and args.judge_model == MODEL,
-            "note": note if note else "Tier 2 not judged: composite bounded" if args.judge == "none" else None}
+    note = judge_note(kind, model)
+    return {"kind": kind, "model": model, "endpoint": endpoint(url),
+            "stand_in": kind == "openai" and model == MODEL,
+            "note": note if note else "Tier 2 not judged: composite bounded" if kind == "none" else None}
+
+
+def workflow_config(study: Any, model: str) -> Any:
+    """The model config of a workflow run of ``model``: a configured model, one of its repeats, or a
+    student seed (served from its Q4_K_M GGUF with ``student_serving``)."""
+    from metrobench import layout
+    from metrobench.agents.runner.config import study_run_config
+    from metrobench.errors import MetrobenchError
+
+    unknown = study.unknown_model(model)
+    if unknown:
+        raise MetrobenchError(f"results: {unknown}")
+    student = layout.student_of(study.seeds(), model)
+    if student:
+        return study_run_config(study, model, gguf=layout.quantized_gguf(*student, root=study.results))
+    repeat = study.repeat_of(model) or (model, 1)
+    return study_run_config(study, repeat[0], repeat=repeat[1])
+
+
+def workflow_results(study: Any, model: str, *, runs: Path, scores: Path, partition: str | None = None,
+                     verified: bool) -> EvalResults:
+    """The results of a workflow model: its views under ``runs`` (``<runs>/<model>/<system>.jsonl``, the
+    config's systems), their scores under ``scores``, the config's judge (``scoring``) and prices."""
+    from metrobench import layout
+    from metrobench.data.root import SYSTEMS
+    from metrobench.errors import MetrobenchError
+    from metrobench.vocabulary import WHOLE_IN_REPORTS
+
+    cfg = workflow_config(study, model)
+    part = partition or study.bench.partition
+    views = {s: Path(layout.run_file(str(runs), model, s)) for s in SYSTEMS if s in study.systems}
+    absent = [str(p) for p in views.values() if not p.is_file()]
+    if absent:
+        raise MetrobenchError(f"results: no run {absent[0]} (the workflow's run of {model}: "
+                              f"snakemake {absent[0]})")
+    scoring = study.scoring
+    return build(cfg=cfg, views=views, scores=Path(scores), partition=WHOLE_IN_REPORTS if is_whole(part) else part,
+                 judge=judge_dict(scoring.judge, scoring.judge_model, scoring.judge_url), verified=verified,
+                 prices=study.prices)
 
 
 def write_results(results: EvalResults, folder: Path) -> Path:

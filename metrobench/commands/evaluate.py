@@ -15,6 +15,9 @@ is not the paper's held-out set. Last it writes ``<results>/eval/<model>/results
 eval's results in one file (:mod:`metrobench.commands.eval_results`: its schema and contents). The views and scores stay outside the workflow's ``runs/`` and
 ``scores/`` folders: a sampled or narrowed ``eval`` never stands in for a workflow output.
 
+``metrobench results`` writes the same file for a model of the workflow, from its views and scores
+(rule ``results_file``: ``results/models/<model>/results.json``).
+
 Errors are the run's and the scorer's own one-line errors; the first system whose run fails
 stops the command (rerunning it redoes exactly the cases left).
 """
@@ -29,7 +32,7 @@ from metrobench.commands.common import Subparsers, add_case_options, add_data, a
     add_progress_option, add_resume_options, add_verify, ModelFlags, model_config, name_list, verified_bench
 from metrobench.errors import MetrobenchError
 from metrobench.paper.published import judge_note
-from metrobench.vocabulary import WHOLE_IN_REPORTS, is_whole
+from metrobench.vocabulary import REPORT_PARTITIONS, WHOLE_IN_REPORTS, is_whole
 
 ALL = "all"
 
@@ -55,6 +58,33 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--require-gpu", action="store_true",
                    help="as bench --require-gpu: refuse a GPU row on a build that would serve it on the CPU")
     p.set_defaults(func=cmd_eval)
+    _add_results(sub)
+
+
+def _add_results(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("results", help="a workflow model's results.json (eval's file, from the workflow's runs "
+                                       "and scores)")
+    p.add_argument("--config", action="append", required=True, help="study config file(s), merged in order")
+    p.add_argument("--model", required=True, help="the model (a configured model, a repeat or a student seed)")
+    p.add_argument("--runs", required=True, metavar="DIR", help="its views: DIR/<model>/<system>.jsonl")
+    p.add_argument("--scores", required=True, metavar="DIR", help="their Parquet scores (the config's judge)")
+    p.add_argument("--partition", choices=REPORT_PARTITIONS,
+                   help="the headline's partition (default: the config's bench.partition)")
+    p.add_argument("--verified", metavar="STAMP", help="verify-data's stamp: the data's digests were checked")
+    p.add_argument("--out", required=True, help="the results file (results/models/<model>/results.json)")
+    p.set_defaults(func=cmd_results)
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    from metrobench.atomic import write_text
+    from metrobench.commands.common import load_study
+    from metrobench.commands.eval_results import dumps, workflow_results
+
+    results = workflow_results(load_study(args.config), args.model, runs=Path(args.runs), scores=Path(args.scores),
+                               partition=args.partition, verified=bool(args.verified and Path(args.verified).is_file()))
+    write_text(Path(args.out), dumps(results.model_dump(mode="json")))
+    print(f"wrote {args.out}")
+    return 0
 
 
 def systems_of(text: str) -> list[str]:
@@ -76,6 +106,7 @@ def eval_root(model: str, root: str) -> str:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from metrobench.commands.common import load_study
     from metrobench.commands.eval_results import build, judge_of, write_results
     from metrobench.commands.runs import cmd_bench, cmd_run
     from metrobench.commands.scoring import score_runs
@@ -103,7 +134,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print()
     print(ranking(scores, cfg.name, systems, partition, judge_note(args.judge, args.judge_model)))
     results = build(cfg=cfg, views=dict(zip(systems, map(Path, views))), scores=scores, partition=partition,
-                    judge=judge_of(args), verified=not args.no_verify)
+                    judge=judge_of(args), verified=not args.no_verify,
+                    prices=load_study(args.config).prices if args.config else None)
     print(f"wrote {write_results(results, Path(folder))}")
     return 0
 

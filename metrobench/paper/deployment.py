@@ -105,6 +105,20 @@ def _reasoning(record: CaseRecord) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def record_cost(price: Price, record: CaseRecord) -> float:
+    """USD of one record's tokens at ``price`` (:func:`case_cost` of its counts)."""
+    return case_cost(price, record.input_tokens, record.output_tokens, _reasoning(record))
+
+
+def run_price(prices: Mapping[str, Price], model: str, records: Sequence[CaseRecord]) -> Price | None:
+    """The price of a hosted model's records: the first ``prices`` entry matching its name or the
+    endpoint's model id (its records' settings); None for a local run (served by llama.cpp), a run
+    without records, or no match."""
+    if not records or is_local(list(records)):
+        return None
+    return price_of(dict(prices), model, (records[0].meta.get("settings") or {}).get("model"))
+
+
 def token_columns(prompt: list[int], completion: list[int], reasoning: list[int | None]) -> dict[str, Any]:
     """Tokens per case (or per judgment): mean and p95 of each count."""
     both = ("mean", "p95")
@@ -163,7 +177,7 @@ def hosted_columns(runs: Runs, prices: Mapping[str, Price]) -> dict[str, Any]:
         if price is None:
             return {"usd_per_1k_cases": None, "prices_read": None}
         dates.add(str(price.read))
-        costs += [case_cost(price, r.input_tokens, r.output_tokens, _reasoning(r)) for r in records]
+        costs += [record_cost(price, r) for r in records]
     return {"usd_per_1k_cases": round(1000 * float(np.mean(costs)), 4), "prices_read": "/".join(sorted(dates))}
 
 

@@ -72,3 +72,27 @@ rule summary:
         "(metrobench summary --scores {params.scores} --model {wildcards.model} --partition holdout"
         " && echo && metrobench summary --scores {params.scores} --model {wildcards.model}"
         " --partition full) > {output} 2> {log}"
+
+
+# A model's results in one file (eval's results.json, its schema and fields: model, settings
+# fingerprint, endpoint, data, selection, judge, Tier 1 and composite with intervals, endings,
+# tokens, cost at the config's prices). A target asked for by name, not in `rule all`:
+# snakemake results/models/<model>/results.json
+rule results_file:
+    input:
+        runs=runs_of(["{model}"]),
+        scores=scores_of(["{model}"]),
+        verified=paths.data_verified(),
+    output:
+        paths.model_results("{model}"),
+    log:
+        "logs/results/{model}.log",
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        config=merged_config_flag(),
+        runs=lambda w: paths.runs_root(BENCH_VIEW),
+        scores=lambda w: paths.scores_root(BENCH_VIEW),
+    shell:
+        "metrobench results {params.config} --model {wildcards.model} --runs {params.runs}"
+        " --scores {params.scores} --verified {input.verified} --out {output} > {log} 2>&1"
