@@ -35,12 +35,12 @@ def _one_line(message: object) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """Every stage's subcommands, in the order ``metrobench --help`` lists them."""
     from metrobench.commands import (baseline, builds, calibration, data, doctor, evaluate, models, paper, plan,
-                                     runs, scoring, tools, training)
+                                     publish, runs, scoring, tools, training)
 
     parser = Parser(prog="metrobench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="STAGE")
     for stage in (doctor, builds, data, models, tools, baseline, scoring, runs, evaluate, training, paper, calibration,
-                  plan):
+                  plan, publish):
         stage.register(sub)
     return parser
 

@@ -258,3 +258,13 @@ def under(root: str) -> SimpleNamespace:
     functions = {name: value for name, value in globals().items()
                  if inspect.isfunction(value) and name != "under" and "root" in inspect.signature(value).parameters}
     return SimpleNamespace(root=root, **{name: partial(value, root=root) for name, value in functions.items()})
+
+
+def publish_dir(size: str, seed: int | str, root: str = RESULTS) -> str:
+    """The folder ``metrobench publish`` assembles for one student: what goes to the hub, as it goes."""
+    return f"{root}/publish/{size}/seed{seed}"
+
+
+def publish_record(size: str, seed: int | str, root: str = RESULTS) -> str:
+    """Beside the published folder: the hub repo and the commit ``metrobench publish --push`` made."""
+    return f"{publish_dir(size, seed, root)}.push.json"

@@ -29,10 +29,19 @@ server error), ``gated`` (repos that answer
 with the ``Range`` they carried (None: none) in ``ranges``; the requests that
 carried an ``Authorization`` header in ``authorized``. ``port`` and
 ``cdn_port`` are the ports bound on 127.0.0.1 (0: free ones).
+
+Uploads, for publish tests (``HfApi.create_repo`` and ``upload_folder``/``create_commit``):
+``POST /api/repos/create`` adds an empty repo (409 if it exists); ``POST
+/api/models/<repo>/preupload/<rev>`` answers every file ``regular`` (its bytes travel inside
+the commit, so neither LFS nor Xet is stood in for); ``POST /api/models/<repo>/commit/<rev>``
+applies the NDJSON commit's ``file`` and ``deletedFile`` lines to the repo, records
+``(repo, commit id, message)`` in ``commits`` and answers the commit id; ``POST
+/api/validate-yaml`` (a README's front matter) finds nothing wrong.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -61,6 +70,9 @@ def _handler(answer):
         def do_GET(self) -> None:  # noqa: N802
             answer(self, body=True)
 
+        def do_POST(self) -> None:  # noqa: N802
+            answer(self, body=True)
+
     return Handler
 
 
@@ -72,6 +84,7 @@ class FakeHub:
         self.repos, self.commit, self.requests = repos, commit, []
         self.ranges: list[tuple[str, str | None]] = []
         self.authorized: list[str] = []
+        self.commits: list[tuple[str, str, str]] = []
         self.branches = {"main": commit, **(branches or {})}
         self.corrupt, self.cut, self.stall, self.gated = set(corrupt), set(cut), set(stall), set(gated)
         self.refuse: dict[str, int] = dict(refuse or {})
@@ -125,6 +138,8 @@ class FakeHub:
         url = urlparse(handler.path)
         path = unquote(url.path)
         self._record(handler, f"{handler.command} {path}")
+        if handler.command == "POST":
+            return self._post(handler, path)
         if path.startswith("/api/models/"):
             return self._api(handler, path[len("/api/models/"):], parse_qs(url.query), body)
         repo, sep, rest = path.lstrip("/").partition("/resolve/")
@@ -205,6 +220,47 @@ class FakeHub:
             answer = {"id": repo, "modelId": repo, "sha": commit, "private": False,
                       "siblings": [self._sibling(n, d, blobs) for n, d in sorted(files.items())]}
         self._send(handler, 200, json.dumps(answer).encode(), {"Content-Type": "application/json"}, body)
+
+    def _post(self, handler, path: str) -> None:
+        """The upload endpoints: create a repo, preupload (all regular), commit."""
+        raw = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        reply = lambda value, status=200: self._send(  # noqa: E731
+            handler, status, json.dumps(value).encode(), {"Content-Type": "application/json"}, True)
+        if path == "/api/repos/create":
+            asked = json.loads(raw)
+            repo = f"{asked['organization']}/{asked['name']}" if asked.get("organization") else asked["name"]
+            if repo in self.repos:
+                return self._error(handler, True, 409, None, "You already created this model repo")
+            self.repos[repo] = {}
+            return reply({"url": f"{self.url}/{repo}", "name": repo})
+        if path == "/api/validate-yaml":   # a README's front matter, checked before the commit
+            return reply({"errors": [], "warnings": []})
+        rest = path[len("/api/models/"):] if path.startswith("/api/models/") else ""
+        for kind in ("/preupload/", "/commit/"):
+            repo, sep, revision = rest.partition(kind)
+            if sep:
+                break
+        else:
+            return self._error(handler, True, 404, "RepoNotFound")
+        if self._commit_or_refuse(handler, True, repo, revision) is None:
+            return None
+        if kind == "/preupload/":
+            return reply({"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+                                    for f in json.loads(raw)["files"]]})
+        files, message = dict(self.repos[repo]), ""
+        for line in raw.decode().splitlines():
+            entry = json.loads(line) if line.strip() else {}
+            value = entry.get("value", {})
+            if entry.get("key") == "header":
+                message = value.get("summary", "")
+            elif entry.get("key") == "file":
+                files[value["path"]] = base64.b64decode(value["content"])
+            elif entry.get("key") == "deletedFile":
+                files.pop(value["path"], None)
+        self.repos[repo] = files
+        oid = hashlib.sha1(raw).hexdigest()
+        self.commits.append((repo, oid, message))
+        return reply({"commitUrl": f"{self.url}/{repo}/commit/{oid}", "commitOid": oid, "pullRequestUrl": None})
 
     @staticmethod
     def _sibling(name: str, data: bytes, blobs: bool) -> dict:
