@@ -27,6 +27,7 @@ include: "workflow/rules/peft.smk"
 include: "workflow/rules/models.smk"
 include: "workflow/rules/stats.smk"
 include: "workflow/rules/calibration.smk"
+include: "workflow/rules/publish.smk"
 
 
 rule all:
