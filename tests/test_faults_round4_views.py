@@ -1,0 +1,138 @@
+"""Fault drills, round 4 (issue 51): the viewer's folder, set-aside transcripts beside a view,
+one model's settings across its systems, one selection per eval folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from metrobench.cli import main
+
+
+@pytest.fixture(scope="module")
+def scored(root, tmp_path_factory):
+    """Rule-agent runs of MARTA under two names, scored: ``(base, view arguments)``."""
+    base = tmp_path_factory.mktemp("round4")
+    run = base / "runs" / "rule-agent" / "marta.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "marta", "--out", str(run)]) == 0
+    copy = base / "runs" / "other" / "marta.jsonl"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(run.read_text().replace('"model":"rule-agent"', '"model":"other"'))
+    for path in (run, copy):
+        assert main(["score", "--data", str(root), "--run", str(path), "--out", str(base / "scores")]) == 0
+    return base, ["view", "--runs", str(base / "runs"), "--scores", str(base / "scores")]
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _one_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+# -- item 1: the viewer deletes only what it wrote ---------------------------------------------------------
+
+def test_a_users_file_in_the_site_folder_is_refused_by_name_and_kept(scored, tmp_path, capsys):
+    """Before: the marker made the whole folder the viewer's, and a rebuild deleted notes.md, rc 0."""
+    _, view = scored
+    site = tmp_path / "site"
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 0
+    (site / "notes.md").write_text("my analysis")
+    (site / "models" / "zz-mine.txt").write_text("mine too")
+    before = _tree(site)
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 2
+    err = _one_error(capsys)
+    assert err.startswith(f"metrobench: error: {site}: holds models/zz-mine.txt, which `metrobench view` did not "
+                          "write") and err.endswith("nothing was changed")
+    assert _tree(site) == before
+
+
+def test_a_site_copied_into_a_web_folder_with_its_manifest_is_refused(scored, tmp_path, capsys):
+    """``cp -a site/. www/``: the manifest travels, but it does not list the web folder's own files."""
+    _, view = scored
+    site, www = tmp_path / "site", tmp_path / "www"
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 0
+    www.mkdir()
+    (www / "about.html").write_text("the web folder's own page")
+    shutil.copytree(site, www, dirs_exist_ok=True)
+    before = _tree(www)
+    assert main([*view, "--model", "rule-agent", "--out", str(www)]) == 2
+    assert f"{www}: holds about.html, which `metrobench view` did not write" in _one_error(capsys)
+    assert _tree(www) == before
+
+
+def test_a_page_edited_since_it_was_written_is_refused(scored, tmp_path, capsys):
+    _, view = scored
+    site = tmp_path / "site"
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 0
+    (site / "index.html").write_text("my own index")
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 2
+    assert f"{site}: index.html was changed since `metrobench view` wrote it" in _one_error(capsys)
+    assert (site / "index.html").read_text() == "my own index"
+
+
+def test_a_rebuild_deletes_its_own_pages_no_longer_written_and_keeps_the_folder(scored, tmp_path):
+    _, view = scored
+    site = tmp_path / "site"
+    assert main([*view, "--model", "rule-agent", "--model", "other", "--out", str(site)]) == 0
+    assert (site / "cases" / "other").is_dir() and any((site / "compare").iterdir())
+    inode = site.stat().st_ino
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 0
+    assert not (site / "cases" / "other").exists() and not (site / "compare").exists()
+    assert not (site / "models" / "other.html").exists()
+    assert site.stat().st_ino == inode                       # the folder itself is kept, never swapped
+    manifest = json.loads((site / ".metrobench-view").read_text())
+    listed = set(manifest["files"])
+    assert listed == set(_tree(site)) - {".metrobench-view"}
+    # the manifest lets the next rebuild run again (no file of its own is "foreign")
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 0
+
+
+def test_view_out_dot_is_one_line_or_a_site_in_place(scored, tmp_path, capsys, monkeypatch):
+    """Before: ``view --out .`` was a traceback (the folder ``.`` has no name to swap)."""
+    _, view = scored
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "README.md").write_text("a project")
+    monkeypatch.chdir(busy)
+    assert main([*view, "--model", "rule-agent", "--out", "."]) == 2
+    assert "holds README.md, which `metrobench view` did not write" in _one_error(capsys)
+    assert (busy / "README.md").read_text() == "a project"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    assert main([*view, "--model", "rule-agent", "--out", "."]) == 0
+    assert (empty / "index.html").is_file() and os.getcwd() == str(empty)
+    assert main([*view, "--model", "rule-agent", "--out", "."]) == 0
+
+
+def test_an_older_viewers_marker_owns_the_sites_pages_only(scored, tmp_path, capsys):
+    _, view = scored
+    site = tmp_path / "site"
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 0
+    (site / ".metrobench-view").write_text("written by metrobench view; a rebuild replaces this folder\n")
+    (site / "models" / "gone.html").write_text("a page of the older site")
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 0
+    assert not (site / "models" / "gone.html").exists()
+    (site / ".metrobench-view").write_text("written by metrobench view; a rebuild replaces this folder\n")
+    (site / "draft.txt").write_text("mine")
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 2
+    assert "holds draft.txt" in _one_error(capsys) and (site / "draft.txt").is_file()
+
+
+def test_a_killed_builds_staging_folder_is_neither_foreign_nor_kept(scored, tmp_path):
+    _, view = scored
+    site = tmp_path / "site"
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 0
+    dead = site / ".site.999999999.tmp"                    # no such process
+    (dead / "models").mkdir(parents=True)
+    (dead / "models" / "half.html").write_text("half a page")
+    assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 0
+    assert not dead.exists()
