@@ -136,3 +136,65 @@ def test_a_killed_builds_staging_folder_is_neither_foreign_nor_kept(scored, tmp_
     (dead / "models" / "half.html").write_text("half a page")
     assert main([*view, "--model", "rule-agent", "--out", str(site)]) == 0
     assert not dead.exists()
+
+
+# -- item 7: set-aside transcripts beside a view are not systems ----------------------------------------------
+
+def _set_aside_beside(run: Path, *, config: str = "0ld5e771n95abcd") -> Path:
+    """A copy of ``run`` renamed as ``--set-aside`` names it, made under another settings fingerprint."""
+    lines = []
+    for line in run.read_text().splitlines():
+        item = json.loads(line)
+        if "header" in item:
+            item["header"]["config"] = config
+        else:
+            item.setdefault("meta", {})["config"] = config
+        lines.append(json.dumps(item))
+    aside = run.with_name(f"{run.stem}.{config}.jsonl")
+    aside.write_text("\n".join(lines) + "\n")
+    return aside
+
+
+@pytest.fixture
+def with_set_aside(scored, tmp_path):
+    base, _ = scored
+    runs = tmp_path / "runs"
+    shutil.copytree(base / "runs", runs)
+    _set_aside_beside(runs / "rule-agent" / "marta.jsonl")
+    return runs
+
+
+def test_the_protocol_table_counts_a_views_cases_not_its_set_asides(with_set_aside):
+    """Before: 312 cases (the view's 156 and the set-aside's 156)."""
+    from metrobench.paper.tables import protocol
+
+    frame = protocol(with_set_aside, ["rule-agent"])
+    assert frame["cases"].tolist() == [156]
+
+
+def test_table2s_settings_check_ignores_a_set_aside(with_set_aside):
+    """Before: "its runs disagree on their settings: settings fingerprint ... within marta.<fp>" for ever."""
+    from metrobench.paper.run_settings import check_models, model_runs
+
+    assert [system for system, _ in model_runs(with_set_aside, "rule-agent")] == ["marta"]
+    check_models(with_set_aside, ["rule-agent"])
+
+
+def test_a_folder_of_set_asides_only_has_no_transcripts(with_set_aside):
+    from metrobench.paper.tables import Skip, protocol
+
+    (with_set_aside / "rule-agent" / "marta.jsonl").unlink()
+    with pytest.raises(Skip, match="no transcripts under .* for rule-agent"):
+        protocol(with_set_aside, ["rule-agent"])
+
+
+def test_the_viewer_reads_a_set_aside_as_no_system(with_set_aside, tmp_path):
+    from metrobench.viewer.load import run_files
+
+    assert set(run_files(with_set_aside)) == {("rule-agent", "marta"), ("other", "marta")}
+    flat = tmp_path / "eval" / "rule-agent" / "runs"       # an eval's folder: its views directly in runs/
+    flat.mkdir(parents=True)
+    shutil.copy(with_set_aside / "rule-agent" / "marta.jsonl", flat / "marta.jsonl")
+    _set_aside_beside(flat / "marta.jsonl")
+    (flat / "notes.jsonl").write_text("{}\n")
+    assert set(run_files(flat)) == {("rule-agent", "marta")}

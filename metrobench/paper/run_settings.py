@@ -23,6 +23,7 @@ from typing import Any
 from metrobench.agents.serving_record import build_label
 from metrobench.errors import MetrobenchError
 from metrobench.transcripts.records import CaseRecord, read_run
+from metrobench.transcripts.system_files import system_transcripts
 
 
 def _shown(value: Any) -> str:
@@ -64,8 +65,9 @@ def disagreement(model: str, runs: list[tuple[str, list[CaseRecord]]]) -> str | 
 
 
 def model_runs(runs_root: Path, model: str) -> list[tuple[str, list[CaseRecord]]]:
-    """(system, records) of each of a model's transcripts under a view's runs folder, systems in name order."""
-    return [(path.stem, read_run(path).records) for path in sorted((Path(runs_root) / model).glob("*.jsonl"))]
+    """(system, records) of each of a model's system transcripts under a view's runs folder, systems in
+    name order; set-asides beside them (``<system>.<fingerprint>.jsonl``) are not systems."""
+    return [(system, read_run(path).records) for system, path in system_transcripts(Path(runs_root) / model)]
 
 
 def check_models(runs_root: Path, models: Iterable[str]) -> None:
