@@ -198,3 +198,45 @@ def test_the_viewer_reads_a_set_aside_as_no_system(with_set_aside, tmp_path):
     _set_aside_beside(flat / "marta.jsonl")
     (flat / "notes.jsonl").write_text("{}\n")
     assert set(run_files(flat)) == {("rule-agent", "marta")}
+
+
+# -- item 6: one model, one served file (and every other compared serving field) across its systems -----------
+
+def _records(system: str, serving: dict, n: int = 2, config: str = "fp1") -> tuple[str, list]:
+    from metrobench.transcripts.records import CaseRecord
+
+    settings = {"temperature": 0.0, "max_tokens": 4096}
+    return system, [CaseRecord(case_id=f"{system.upper()}-A-00{i}", model="m", system=system,
+                               meta={"settings": settings, "config": config, "serving": dict(serving)})
+                    for i in range(1, n + 1)]
+
+
+SERVED = {"server": "llama.cpp", "gguf": "m-Q4_K_M.gguf", "gguf_sha256": "a" * 64, "n_ctx": 8192,
+          "ctx_per_slot": 8192, "parallel": 1, "flash_attn": True, "n_gpu_layers": 99}
+
+
+def test_table2_refuses_one_model_served_from_two_gguf_files_of_one_name():
+    """Before: None (the fingerprint holds the file's name, not its content)."""
+    from metrobench.paper.run_settings import disagreement
+
+    requantised = {**SERVED, "gguf_sha256": "b" * 64}
+    assert disagreement("m", [_records("bart", SERVED), _records("marta", requantised)]) == (
+        "model m: its runs disagree on their settings: GGUF file (SHA-256) aaaaaaaaaaaaaaaa on bart, "
+        "bbbbbbbbbbbbbbbb on marta; rerun the model's runs under one config (the workflow reruns a changed "
+        "model's runs; `metrobench bench --set-aside` keeps the old ones)")
+    assert "slots 1 on bart, 2 on marta" in disagreement("m", [_records("bart", SERVED),
+                                                               _records("marta", {**SERVED, "parallel": 2})])
+    hosted = {"dialect": "openai", "deployment": "gpt-x", "api_version": None}
+    assert "deployment gpt-x on bart, gpt-y on marta" in disagreement(
+        "m", [_records("bart", hosted), _records("marta", {**hosted, "deployment": "gpt-y"})])
+
+
+def test_a_serving_field_one_record_lacks_is_not_compared_but_the_rest_still_are():
+    from metrobench.paper.run_settings import disagreement
+
+    older = {k: v for k, v in SERVED.items() if k != "gguf_sha256"}     # made before the digest was recorded
+    assert disagreement("m", [_records("bart", older), _records("marta", SERVED)]) is None
+    assert disagreement("m", [_records("bart", SERVED), _records("marta", SERVED)]) is None
+    changed = {**SERVED, "gguf_sha256": "c" * 64}
+    problem = disagreement("m", [_records("bart", older), _records("doha", SERVED), _records("marta", changed)])
+    assert problem and "GGUF file (SHA-256) aaaaaaaaaaaaaaaa on doha, cccccccccccccccc on marta" in problem
