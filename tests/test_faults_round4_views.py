@@ -240,3 +240,44 @@ def test_a_serving_field_one_record_lacks_is_not_compared_but_the_rest_still_are
     changed = {**SERVED, "gguf_sha256": "c" * 64}
     problem = disagreement("m", [_records("bart", older), _records("doha", SERVED), _records("marta", changed)])
     assert problem and "GGUF file (SHA-256) aaaaaaaaaaaaaaaa on doha, cccccccccccccccc on marta" in problem
+
+
+# -- item 2: a view and its scores belong to one selection ---------------------------------------------------
+
+def test_an_eval_scores_its_own_selection_when_another_eval_of_the_model_cuts_meanwhile(root, tmp_path, capsys,
+                                                                                        monkeypatch):
+    """Before: ``eval --sample 8`` scored and summarised the 2 marta cases another eval (``--sample 2``)
+    cut into the shared ``runs/marta.jsonl`` while its doha ran, rc 0."""
+    import metrobench.commands.runs as runs_module
+    from metrobench.standins.openai_api import FakeOpenAI, chat_payload
+    from metrobench.transcripts.records import read_run
+
+    results = tmp_path / "results"
+    folder = results / "eval" / "mine"
+
+    def evaluate(url: str, systems: str, sample: str) -> int:
+        return main(["eval", "--data", str(root), "--model", "mine", "--provider", "openai", "--base-url",
+                     f"{url}/v1", "--system", systems, "--partition", "all", "--sample", sample,
+                     "--concurrency", "1", "--results", str(results)])
+
+    declined = chat_payload('{"outcome": "request_declined"}')
+    with FakeOpenAI(lambda request: declined) as api:
+        assert evaluate(api.url, "marta", "2") == 0               # the other eval's marta view: 2 cases
+        theirs = (folder / "runs" / "marta.jsonl").read_bytes()
+        real = runs_module.cmd_run
+
+        def run_then_the_other_eval_cuts(args):
+            done = real(args)
+            if args.system == "doha":                          # while this eval's doha ran
+                (folder / "runs" / "marta.jsonl").write_bytes(theirs)
+            return done
+
+        monkeypatch.setattr(runs_module, "cmd_run", run_then_the_other_eval_cuts)
+        capsys.readouterr()
+        assert evaluate(api.url, "marta,doha", "8") == 0
+    out = capsys.readouterr().out
+    assert "model mine | partition full | 16 cases" in out
+    assert len(read_run(folder / "runs" / "marta.jsonl").records) == 8
+    data = json.loads((folder / "results.json").read_text())
+    assert {system: run["cases"] for system, run in data["runs"].items()} == {"marta": 8, "doha": 8}
+    assert not list(folder.glob(".pending.*"))                  # its own views' folder is gone
