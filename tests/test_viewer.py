@@ -176,9 +176,10 @@ def test_view_never_replaces_a_folder_it_did_not_write(runs, tmp_path, capsys):
     before = sorted(p.relative_to(base) for p in base.rglob("*"))
     assert main([*args, "--out", str(base)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"metrobench: error: {base}: not empty and not a site `metrobench view` wrote (no "
-                   ".metrobench-view in it): the site replaces its folder whole, so give a new or empty "
-                   "folder; nothing was changed")
+    first = sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file())[0]
+    assert err == (f"metrobench: error: {base}: holds {first}, which `metrobench view` did not write: the "
+                   "viewer replaces only its own files, so give a new or empty folder, or move that file out; "
+                   "nothing was changed")
     assert sorted(p.relative_to(base) for p in base.rglob("*")) == before
     notes = tmp_path / "notes"
     notes.mkdir()
@@ -186,13 +187,14 @@ def test_view_never_replaces_a_folder_it_did_not_write(runs, tmp_path, capsys):
     assert main([*args, "--out", str(notes)]) == 2 and (notes / "todo.txt").read_text() == "mine"
     assert main([*args, "--out", str(notes / "todo.txt")]) == 2
     assert "--out must be a folder" in capsys.readouterr().err
-    # a new folder, an empty one, and its own site again (rebuilt whole) are fine
+    # a new folder, an empty one, and its own site again are fine; a page of its own no longer
+    # written is deleted (a file of anyone else's is refused: tests/test_faults_round4_views.py)
     site, empty = tmp_path / "site", tmp_path / "empty"
     empty.mkdir()
     assert main([*args, "--out", str(empty)]) == 0 and (empty / ".metrobench-view").is_file()
-    assert main([*args, "--out", str(site)]) == 0
-    (site / "stale.html").write_text("old page")
-    assert main([*args, "--out", str(site)]) == 0 and not (site / "stale.html").exists()
+    assert main([*args, "--model", "tampered", "--out", str(site)]) == 0
+    assert (site / "models" / "tampered.html").is_file()
+    assert main([*args, "--out", str(site)]) == 0 and not (site / "models" / "tampered.html").exists()
 
 
 def test_a_lone_surrogate_in_a_recorded_reply_is_shown_as_its_escape(runs, tmp_path):

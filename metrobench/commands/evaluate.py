@@ -20,14 +20,26 @@ eval's results in one file (:mod:`metrobench.commands.eval_results`: its schema 
 
 Errors are the run's and the scorer's own one-line errors; the first system whose run fails
 stops the command (rerunning it redoes exactly the cases left).
+
+A view and its scores belong to one selection: the views are cut into the eval's own temporary
+folder as its systems run, and put into ``runs/``, scored and summarised under the eval folder's
+lock (``<results>/eval/.<model>.lock``), so two ``eval``s of one model with different selections
+(``--sample 8`` and ``--sample 2`` at once) each score what they cut; the folder then holds the last
+one's views of its systems.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from metrobench import layout
+from metrobench.atomic import remove_stale_temporaries, sidecar_lock, temporary_for
 from metrobench.commands.common import Subparsers, add_case_options, add_data, add_model_options, \
     add_progress_option, add_resume_options, add_verify, ModelFlags, model_config, name_list, verified_bench
 from metrobench.errors import MetrobenchError
@@ -118,26 +130,62 @@ def cmd_eval(args: argparse.Namespace) -> int:
     bench = verified_bench(args.data, args.no_verify)
     args.data = str(bench.root)                              # the runs read the benchmark just verified
     folder = eval_root(cfg.name, args.results)
-    views = []
-    for system in systems:
-        view = f"{folder}/runs/{system}.jsonl"
-        one = argparse.Namespace(**{**vars(args), "system": system, "out": view,
-                                    "work": layout.work_path(cfg.name, system, args.results)})
-        (cmd_bench if served else cmd_run)(one)
-        views.append(view)
-    scores = Path(f"{folder}/scores")
-    score_runs(argparse.Namespace(**{**vars(args), "partition": None, "sample": None, "model": None,
-                                     "system": None}), bench, views, scores)
-    partition = WHOLE_IN_REPORTS if is_whole(args.partition) else args.partition
-    print()
-    print(summary(scores, cfg.name, systems, partition))
-    print()
-    print(ranking(scores, cfg.name, systems, partition, judge_note(args.judge, args.judge_model)))
-    results = build(cfg=cfg, views=dict(zip(systems, map(Path, views))), scores=scores, partition=partition,
-                    judge=judge_of(args), verified=not args.no_verify,
-                    prices=load_study(args.config).prices if args.config else None)
-    print(f"wrote {write_results(results, Path(folder))}")
+    pending = _pending_folder(Path(folder))
+    try:
+        for system in systems:
+            one = argparse.Namespace(**{**vars(args), "system": system, "out": str(pending / f"{system}.jsonl"),
+                                        "work": layout.work_path(cfg.name, system, args.results)})
+            (cmd_bench if served else cmd_run)(one)
+        with _one_at_a_time(Path(folder), cfg.name):
+            views = []
+            for system in systems:       # this eval's views, cut for its selection, in place only now
+                view = Path(folder) / "runs" / f"{system}.jsonl"
+                view.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(pending / f"{system}.jsonl", view)
+                views.append(str(view))
+            print(f"views of this eval's selection in {folder}/runs: {', '.join(systems)}", flush=True)
+            scores = Path(f"{folder}/scores")
+            score_runs(argparse.Namespace(**{**vars(args), "partition": None, "sample": None, "model": None,
+                                             "system": None}), bench, views, scores)
+            partition = WHOLE_IN_REPORTS if is_whole(args.partition) else args.partition
+            print()
+            print(summary(scores, cfg.name, systems, partition))
+            print()
+            print(ranking(scores, cfg.name, systems, partition, judge_note(args.judge, args.judge_model)))
+            results = build(cfg=cfg, views=dict(zip(systems, map(Path, views))), scores=scores,
+                            partition=partition, judge=judge_of(args), verified=not args.no_verify,
+                            prices=load_study(args.config).prices if args.config else None)
+            print(f"wrote {write_results(results, Path(folder))}")
+    finally:
+        shutil.rmtree(pending, ignore_errors=True)
     return 0
+
+
+def _pending_folder(folder: Path) -> Path:
+    """This eval's own folder for its views while its systems run (``<folder>/.pending.<pid>.tmp``).
+
+    Two ``eval``s of one model with different selections (``--sample 8`` and ``--sample 2``) share
+    ``<folder>/runs/``; cut there as each system finished, one's view was scored and summarised as
+    the other's. Each eval cuts into its own folder and moves its views into ``runs/`` only under
+    :func:`_one_at_a_time`, so what it scores is what it cut. A killed eval's folder is removed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(folder, "pending")
+    pending = temporary_for(folder / "pending")
+    shutil.rmtree(pending, ignore_errors=True)
+    pending.mkdir()
+    return pending
+
+
+@contextmanager
+def _one_at_a_time(folder: Path, model: str) -> Iterator[None]:
+    """Hold the eval folder's lock while its views are put in place, scored and summarised: another
+    eval of the model waits, so a view and its scores always belong to one selection."""
+    def busy() -> None:
+        print(f"{folder}: another eval of {model} is scoring there; waiting for it to finish",
+              file=sys.stderr, flush=True)
+
+    with sidecar_lock(folder, busy):
+        yield
 
 
 def summary(scores: Path, model: str, systems: list[str], partition: str) -> str:

@@ -128,7 +128,8 @@ def _add_view(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--model", action="append", help="view this model (repeatable; default: all scored)")
     p.add_argument("--partition", default=WHOLE_IN_REPORTS, choices=REPORT_PARTITIONS,
                    help="cases to show (default: every scored case)")
-    p.add_argument("--out", default="site", help="folder for the site (replaced)")
+    p.add_argument("--out", default="site", help="folder for the site: new, empty or a site view wrote (its "
+                                                  "pages are replaced; a folder holding anything else is refused)")
     p.add_argument("--calibration", metavar="SAMPLE", help="a calibration sample (calibration-sample's --out): "
                                                           "adds calibrate.html, the page to rate it on")
     p.add_argument("--config", action="append", help="study config file(s), merged in order: the index names "

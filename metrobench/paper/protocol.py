@@ -1,6 +1,7 @@
 """How models use the kiosk protocol, from their transcripts: one row per model.
 
-Per model, over its recorded cases (every ``<runs>/<model>/*.jsonl`` transcript):
+Per model, over its recorded cases (every ``<runs>/<model>/<system>.jsonl`` transcript of a known
+system, :func:`~metrobench.transcripts.system_files.system_transcripts`: set-asides beside them are not read):
 
 * ``executed_call_pct``: cases with at least one executed tool call (the tool ran,
   whatever it answered, a 422 included; arguments that could not be read do not count);
@@ -23,6 +24,7 @@ from typing import Any
 
 from metrobench.errors import MetrobenchError
 from metrobench.transcripts.records import CONTEXT, INFRASTRUCTURE, CaseRecord, ending_kind, read_run
+from metrobench.transcripts.system_files import system_transcripts
 from metrobench.vocabulary import SUBMIT_TOOL
 
 #: Errors the runner gives a call it could not run (loop.parse_arguments, tool_parsing).
@@ -42,8 +44,8 @@ def accepted(record: CaseRecord) -> bool:
 
 
 def model_records(runs: Path, model: str) -> list[CaseRecord]:
-    """Every record of a model's transcripts, system files in name order."""
-    paths = sorted((Path(runs) / model).glob("*.jsonl"))
+    """Every record of a model's system transcripts, systems in name order (set-asides left out)."""
+    paths = [path for _, path in system_transcripts(Path(runs) / model)]
     if not paths:
         raise MetrobenchError(f"{Path(runs) / model}: no transcripts")
     return [r for path in paths for r in read_run(path).records]

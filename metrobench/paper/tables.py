@@ -327,7 +327,9 @@ def protocol(runs: Path, models: Sequence[str]) -> pd.DataFrame:
     """
     from metrobench.paper.protocol import model_records, protocol_row
 
-    missing = [m for m in models if not any((runs / m).glob("*.jsonl"))]
+    from metrobench.transcripts.system_files import system_transcripts
+
+    missing = [m for m in models if not system_transcripts(runs / m)]
     if not models or missing:
         raise Skip(f"protocol: no transcripts under {runs} for {', '.join(missing) or 'any model'}")
     return pd.DataFrame([protocol_row(m, model_records(runs, m)) for m in models])

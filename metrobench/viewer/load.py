@@ -20,6 +20,7 @@ from typing import Any
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.transcripts.records import CaseRecord, read_run
+from metrobench.transcripts.system_files import system_transcripts
 from metrobench.vocabulary import WHOLE_IN_REPORTS
 
 
@@ -105,6 +106,8 @@ def load_scores(scores: Path, models: list[str] | None, partition: str = WHOLE_I
 def run_files(runs: Path) -> dict[tuple[str, str], Path]:
     """(model, system) -> run file under ``RUNS/<model>/``; a transcript wins over a result JSON.
 
+    Only the known systems' files count (:func:`~metrobench.transcripts.system_files.system_transcripts`):
+    a set-aside ``<system>.<fingerprint>.jsonl`` beside a view is not a system.
     One model's views directly in ``RUNS`` (``RUNS/<system>.jsonl``, as ``metrobench eval`` cuts them
     into ``results/eval/<model>/runs/``) count too: the model is the one the transcript's header names,
     else the folder above ``RUNS``."""
@@ -112,13 +115,12 @@ def run_files(runs: Path) -> dict[tuple[str, str], Path]:
     if not runs.is_dir():
         raise MetrobenchError(f"{runs}: no runs folder (expected {runs}/<model>/<system>.jsonl)")
     found: dict[tuple[str, str], Path] = {}
-    for path in sorted(runs.glob("*.jsonl")):
-        if path.is_file() and not path.name.startswith("."):
-            found[(_header_model(path) or runs.resolve().parent.name, path.stem)] = path
-    for suffix in (".json", ".jsonl"):  # later suffix overrides the earlier
-        for path in sorted(runs.glob(f"*/*{suffix}")):
-            if path.is_file() and not path.name.startswith("."):
-                found[(path.parent.name, path.stem)] = path
+    for system, path in system_transcripts(runs):
+        found[(_header_model(path) or runs.resolve().parent.name, system)] = path
+    for folder in sorted(p for p in runs.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for suffix in (".json", ".jsonl"):  # later suffix overrides the earlier
+            for system, path in system_transcripts(folder, suffix):
+                found[(folder.name, system)] = path
     return found
 
 
