@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from metrobench import layout
-from metrobench.credentials import env_name_problem, is_loopback, url_problem
+from metrobench.credentials import env_name_problem, is_loopback, secret_problem, url_problem
 from metrobench.data.loader import CONFIG_MAX_VALUES, read_yaml
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import prompt_digest
@@ -196,6 +196,17 @@ class ModelConfig(BaseModel):
         # as the variable's name is refused without being quoted
         check = url_problem if info.field_name == "base_url" else env_name_problem
         problem = None if value is None else check(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("name", "model", "extra_body", "chat_template_kwargs")
+    @classmethod
+    def _no_recorded_key(cls, value: Any, info: ValidationInfo) -> Any:
+        # these are recorded in the run header, every transcript record and every view (settings()):
+        # a key-named entry (a proxy's api_key in the body) or a key-shaped value is refused, named by
+        # its place, never quoted (metrobench.credentials.secret_problem)
+        problem = secret_problem(value, info.field_name or "")
         if problem:
             raise ValueError(problem)
         return value

