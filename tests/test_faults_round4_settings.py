@@ -132,3 +132,36 @@ def test_the_repository_config_loads(tmp_path):
     for name, entry in study.models.items():
         if isinstance(entry, dict):
             study_model_config(name, entry)
+
+
+# --- item 9: an unrecognised argument is printed back by its name only ---------------------------------
+
+COMMAND_LINES = {
+    "eval --flag key": ["eval", "--openai-api-key", SENTINEL],
+    "eval --flag=key": ["eval", f"--openai-api-key={SENTINEL}"],
+    "run --flag bare key": ["run", "--system", "marta", "--out", "x.jsonl", "--mistral-key", BARE_SENTINEL],
+    "fetch-model --token": ["fetch-model", "--gguf", "x.gguf", "--token", HF_SENTINEL],
+    "fetch-model --token=": ["fetch-model", "--gguf", "x.gguf", f"--token={HF_SENTINEL}"],
+    "a stray key": ["eval", SENTINEL],
+    "an invalid choice": ["run", "--system", "marta", "--out", "x.jsonl", "--provider", SENTINEL],
+    "a key as the stage": [SENTINEL],
+    "an ambiguous prefix": ["run", f"--mo={SENTINEL}"],
+    "a key as a missing file": ["run", "--system", "marta", "--out", "x.jsonl", "--model-config", SENTINEL],
+}
+
+
+@pytest.mark.parametrize("line", sorted(COMMAND_LINES))
+def test_no_key_of_a_command_line_reaches_the_terminal(root, tmp_path, capsys, monkeypatch, line):
+    """Before: argparse printed ``unrecognized arguments: --openai-api-key sk-...``, the key whole."""
+    monkeypatch.chdir(tmp_path)
+    code = main(COMMAND_LINES[line])
+    err = _one_error_line(capsys, tmp_path, code)
+    if "flag" in line or "token" in line:
+        assert "unrecognized argument: --" in err and "not shown" in err, err
+
+
+def test_an_unknown_flag_is_still_named(capsys):
+    code = main(["eval", "--bogus-flag=1", "--other", "2", "stray"])
+    err = capsys.readouterr().err
+    assert code == 2 and "unrecognized arguments: --bogus-flag, --other (3 values not shown)" in err, err
+    assert "see metrobench eval --help" in err
