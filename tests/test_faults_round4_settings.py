@@ -165,3 +165,96 @@ def test_an_unknown_flag_is_still_named(capsys):
     err = capsys.readouterr().err
     assert code == 2 and "unrecognized arguments: --bogus-flag, --other (3 values not shown)" in err, err
     assert "see metrobench eval --help" in err
+
+
+# --- item 3: server flags in serving.extra_args -----------------------------------------------------------
+
+def _model(**serving):
+    from metrobench.agents.runner.config import parse_model_config
+
+    return parse_model_config({"name": "m", "serving": {"gguf": "m.gguf", **serving}}, "config models.m")
+
+
+@pytest.mark.parametrize("args,owner", [
+    (["--ctx-size", "65536"], "serving.n_ctx"), (["-c", "65536"], "serving.n_ctx"),
+    (["--ctx-size=65536"], "serving.n_ctx"), (["-np", "4"], "serving.parallel"),
+    (["--parallel", "4"], "serving.parallel"), (["-ngl", "99"], "serving.n_gpu_layers"),
+    (["--n-gpu-layers", "99"], "serving.n_gpu_layers"), (["-fa", "off"], "serving.flash_attn"),
+    (["--kv-unified"], "serving.kv_unified"), (["--chat-template-file", "t.jinja"], "serving.chat_template_file"),
+    (["--jinja"], "serving.server"), (["-m", "other.gguf"], "serving.gguf"), (["--model", "o.gguf"], "serving.gguf"),
+    (["--port", "9000"], "127.0.0.1 at a free port"), (["--host", "0.0.0.0"], "127.0.0.1 at a free port"),
+    (["--threads", "8"], "serving.n_threads"), (["-t", "8"], "serving.n_threads"),
+    (["-ctk", "q8_0", "--n_ctx", "4096"], "serving.n_ctx"), (["--api-key", "x"], "needs no key"),
+])
+def test_a_flag_serving_owns_is_refused_in_extra_args_naming_its_setting(args, owner):
+    """Before: accepted; the server ran ``--ctx-size 65536`` while the header, records and footprint said 8,192."""
+    from metrobench.errors import MetrobenchError
+
+    with pytest.raises(MetrobenchError) as caught:
+        _model(extra_args=args)
+    message = str(caught.value)
+    assert message.startswith("config models.m: field serving.extra_args: ") and owner in message, message
+    assert "\n" not in message
+
+
+def test_a_key_in_extra_args_is_refused_unquoted():
+    from metrobench.errors import MetrobenchError
+
+    with pytest.raises(MetrobenchError) as caught:
+        _model(extra_args=["--some-flag", SENTINEL])
+    assert "SENTINEL" not in str(caught.value) and "serving.extra_args[1]" in str(caught.value)
+
+
+def test_other_extra_args_are_kept_and_recorded(tmp_path, monkeypatch):
+    """Before: the serving record held no extra_args, so a resume never compared them."""
+    from metrobench.agents.serving_record import local_record
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cfg = _model(extra_args=["-ctk", "q8_0", "-ctv=q8_0"])
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    record = local_record(cfg.serving, gguf, None, "http://127.0.0.1:1/v1")
+    assert record["extra_args"] == ["-ctk", "q8_0", "-ctv=q8_0"]
+
+
+def _local(**extra) -> dict:
+    return {"server": "llama-server", "gguf": "m.gguf", "gguf_sha256": "a" * 64, "n_ctx": 8192,
+            "ctx_per_slot": 8192, "parallel": 2, "kv_unified": True, "flash_attn": True, "n_gpu_layers": 0, **extra}
+
+
+def test_differences_compare_extra_args_and_read_an_old_local_record_as_having_none():
+    from metrobench.agents.serving_record import differences
+
+    kv8 = _local(extra_args=["-ctk", "q8_0"])
+    assert differences(_local(extra_args=[]), kv8) == ["other server flags (serving.extra_args) none, now -ctk q8_0"]
+    assert differences(kv8, _local(extra_args=[])) == ["other server flags (serving.extra_args) -ctk q8_0, now none"]
+    assert differences(_local(), kv8) == ["other server flags (serving.extra_args) none, now -ctk q8_0"]
+    assert differences(_local(), _local(extra_args=[])) == []  # an old record, no flags added: resumes
+    assert differences(kv8, kv8) == []
+    hosted = {"dialect": "openai", "deployment": "m", "api_version": None}
+    assert differences(hosted, hosted) == []
+
+
+@pytest.mark.parametrize("set_aside", [False, True], ids=["refused", "set aside"])
+def test_a_resume_with_extra_args_changed_is_refused_or_set_aside(tmp_path, set_aside):
+    """Before: ``-ctk q8_0`` added resumed the transcript, two KV cache types in one row."""
+    import io
+
+    from metrobench.agents.runner.run import prepare_resume, run_header
+    from metrobench.errors import MetrobenchError
+    from metrobench.transcripts.records import write_transcript
+
+    cfg = _model()
+    path = tmp_path / "marta.jsonl"
+    write_transcript(path, [], run_header(cfg, "marta", _local(extra_args=[])))
+    now = _local(extra_args=["-ctk", "q8_0"])
+    if set_aside:
+        stream = io.StringIO()
+        assert prepare_resume(path, cfg, [], restart=False, system="marta", serving=now, set_aside_changed=True,
+                              stream=stream) == set()
+        assert not path.exists() and "other server flags (serving.extra_args) none, now -ctk q8_0" in \
+            stream.getvalue()
+    else:
+        with pytest.raises(MetrobenchError, match=r"served otherwise \(other server flags \(serving.extra_args\) "
+                                                  r"none, now -ctk q8_0\)"):
+            prepare_resume(path, cfg, [], restart=False, system="marta", serving=now)
