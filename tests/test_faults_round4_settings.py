@@ -258,3 +258,36 @@ def test_a_resume_with_extra_args_changed_is_refused_or_set_aside(tmp_path, set_
         with pytest.raises(MetrobenchError, match=r"served otherwise \(other server flags \(serving.extra_args\) "
                                                   r"none, now -ctk q8_0\)"):
             prepare_resume(path, cfg, [], restart=False, system="marta", serving=now)
+
+
+# --- item 12: gpu.memory_gib bounded by the largest card ---------------------------------------------------
+
+@pytest.mark.parametrize("card,message", [
+    ({"memory_gib": 32607}, "field gpu.memory_gib: Value error, 32607 GiB is more than any card has (at most 300); "
+                            "MiB? divide by 1024 (31.84 GiB)"),
+    ({"memory_gib": 301}, "field gpu.memory_gib: Value error, 301 GiB is more than any card has (at most 300)"),
+    ({"memory_gib": float("inf")}, "field gpu.memory_gib: Input should be a finite number"),
+    ({"memory_gib": float("nan")}, "field gpu.memory_gib: Input should be a finite number"),
+    ({"memory_gib": 32, "headroom_gib": float("inf")}, "field gpu.headroom_gib: Input should be a finite number"),
+    ({"memory_gib": 32, "headroom_gib": 32}, "headroom_gib 32 leaves nothing of memory_gib 32 for a job"),
+])
+def test_a_card_no_gpu_has_is_refused_saying_mib_where_it_looks_like_mib(tmp_path, card, message):
+    """Before: 32607 (nvidia-smi's MiB) or .inf was taken, and every job "fit"."""
+    import yaml
+
+    from metrobench.errors import MetrobenchError
+    from metrobench.study import load_study
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"gpu": {"name": "RTX 5090", **card}}))
+    with pytest.raises(MetrobenchError) as err:
+        load_study([Path(__file__).resolve().parents[1] / "config" / "demo.yaml", path])
+    text = str(err.value)
+    assert text.startswith(f"{path}: ") and message in text and "\n" not in text, text
+
+
+def test_a_real_card_is_taken():
+    from metrobench.study import Gpu
+
+    assert Gpu(name="H200", memory_gib=139.8).memory_gib == 139.8
+    assert Gpu(name="MI355X", memory_gib=268).memory_gib == 268
