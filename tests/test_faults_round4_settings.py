@@ -291,3 +291,43 @@ def test_a_real_card_is_taken():
 
     assert Gpu(name="H200", memory_gib=139.8).memory_gib == 139.8
     assert Gpu(name="MI355X", memory_gib=268).memory_gib == 268
+
+
+# --- item 15: a renamed model's refusal names the name -----------------------------------------------------
+
+def _scripted_run(bench, tmp_path: Path, name: str, **settings):
+    from metrobench.agents.runner.config import parse_model_config
+    from metrobench.agents.runner.run import run_model
+
+    cfg = parse_model_config({"name": name, "provider": "scripted", **settings})
+    run_model(cfg, bench.system("marta"), [bench.case("MARTA-A-001")], tmp_path / "marta.jsonl",
+              progress_stream=open("/dev/null", "w"))
+
+
+@pytest.mark.parametrize("also", [{}, {"max_rounds": 7}], ids=["only the name", "the name and a setting"])
+def test_a_renamed_model_is_refused_naming_the_name_change(bench, tmp_path, also):
+    """Before: blamed "other settings (the prompt, tool parser, GGUF file or context per request)"."""
+    from metrobench.errors import MetrobenchError
+
+    _scripted_run(bench, tmp_path, "old-name")
+    with pytest.raises(MetrobenchError) as refused:
+        _scripted_run(bench, tmp_path, "new-name", **also)
+    message = str(refused.value)
+    assert "header: the transcript was run with other settings (the model's name changed (old-name → new-name)" \
+        in message, message
+    assert "tool parser" not in message
+    assert ("max_rounds 100 → 7" in message) == bool(also)
+
+
+def test_a_renamed_model_whose_hashed_serving_changed_too_says_both(tmp_path):
+    """The name alone would not give the recorded fingerprint back: the rest is still blamed."""
+    from metrobench.agents.runner.config import parse_model_config
+    from metrobench.agents.runner.run import fingerprint_changes
+
+    old = parse_model_config({"name": "a", "serving": {"gguf": "a.gguf"}})
+    new = parse_model_config({"name": "b", "serving": {"gguf": "b.gguf"}})
+    assert fingerprint_changes(new, "a", old.fingerprint(), old.settings()) == [
+        "the model's name changed (a → b)", "the prompt, tool parser, GGUF file or context per request"]
+    renamed = parse_model_config({"name": "b", "serving": {"gguf": "a.gguf"}})
+    assert fingerprint_changes(renamed, "a", old.fingerprint(), old.settings()) == [
+        "the model's name changed (a → b)"]
