@@ -331,3 +331,56 @@ def test_a_renamed_model_whose_hashed_serving_changed_too_says_both(tmp_path):
     renamed = parse_model_config({"name": "b", "serving": {"gguf": "a.gguf"}})
     assert fingerprint_changes(renamed, "a", old.fingerprint(), old.settings()) == [
         "the model's name changed (a → b)"]
+
+
+# --- item 17: a run header's format is a whole number 1..FORMAT, never a bool ------------------------------
+
+def _header_file(tmp_path: Path, **fields) -> Path:
+    import json
+
+    path = tmp_path / "marta.jsonl"
+    header = {"model": "m", "system": "marta", "config": "0" * 16, "settings": {}, "serving": None,
+              "selection": None, "version": "0", "format": 2, **fields}
+    path.write_text(json.dumps({"header": header}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("form", [True, False, 0, -1, 2.0, "2", None, [2]],
+                         ids=["true", "false", "0", "-1", "2.0", "'2'", "null", "[2]"])
+def test_a_header_format_that_is_no_whole_number_from_1_is_refused(tmp_path, form):
+    """Before: ``true``, ``0`` and ``-1`` were read (bool is an int in Python; 0 and -1 are not > FORMAT)."""
+    from metrobench.errors import MetrobenchError
+    from metrobench.transcripts.records import read_header
+
+    path = _header_file(tmp_path, format=form)
+    with pytest.raises(MetrobenchError) as refused:
+        read_header(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: line 1: field header.format: ") and "1 to 2" in message, message
+
+
+def test_a_newer_format_says_update_and_known_formats_are_read(tmp_path):
+    from metrobench.errors import MetrobenchError
+    from metrobench.transcripts.records import FORMAT, read_header
+
+    with pytest.raises(MetrobenchError, match="update metrobench"):
+        read_header(_header_file(tmp_path, format=FORMAT + 1))
+    for form in range(1, FORMAT + 1):
+        assert read_header(_header_file(tmp_path, format=form)).format == form
+
+
+@pytest.mark.parametrize("field,value", [("settings", [1]), ("serving", "x"), ("selection", 3), ("config", 5)])
+def test_a_header_field_of_the_wrong_kind_is_refused_naming_it(tmp_path, field, value):
+    from metrobench.errors import MetrobenchError
+    from metrobench.transcripts.records import read_header
+
+    path = _header_file(tmp_path, **{field: value})
+    with pytest.raises(MetrobenchError, match=f"line 1: field header.{field}: must be"):
+        read_header(path)
+
+
+def test_a_bool_format_is_one_error_line_on_the_command_line(root, tmp_path, capsys):
+    path = _header_file(tmp_path, format=True)
+    code = main(["score", "--data", str(root), "--run", str(path), "--out", str(tmp_path / "scores")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "field header.format: true is not a transcript format" in err, err
