@@ -56,13 +56,17 @@ _SECRET_LAST = frozenset({"token", "auth", "bearer", "cookie"})
 _KEY_QUALIFIERS = frozenset({"api", "secret", "private", "access", "subscription", "auth", "client", "session"})
 
 
+def secret_parts(value: str) -> list[str]:
+    """The parts of ``value`` shaped like a key: after a known key prefix, or a long run of mixed letters
+    and digits (a 64-hex digest is one too: a recorded setting has no reason to hold either)."""
+    parts = [match.group(0) for match in _KEY_SHAPES.finditer(value)]
+    return parts + [run for run in _LONG_RUN.findall(value)
+                    if any(c.isdigit() for c in run) and any(c.isalpha() for c in run)]
+
+
 def looks_like_secret(value: str) -> bool:
-    """Whether ``value`` holds something shaped like a key: a known key prefix, or a long run of mixed
-    letters and digits (a 64-hex digest is one too: a recorded setting has no reason to hold either)."""
-    if _KEY_SHAPES.search(value):
-        return True
-    return any(any(c.isdigit() for c in run) and any(c.isalpha() for c in run)
-               for run in _LONG_RUN.findall(value))
+    """Whether ``value`` holds something shaped like a key (:func:`secret_parts`)."""
+    return bool(secret_parts(value))
 
 
 def secret_name(name: str) -> bool:
@@ -112,15 +116,12 @@ def _find_secret(value: object, path: str) -> tuple[str, bool] | None:
 
 
 def scrub_argv(text: str, argv: list[str] | tuple[str, ...]) -> str:
-    """``text`` with every key-shaped word of ``argv`` (or of its ``--flag=value`` values) replaced by ``***``:
-    an error message quoting a command line (argparse's invalid choice, a refused value) shows no key."""
-    words = set()
-    for arg in argv:
-        for word in (arg, arg.partition("=")[2]):
-            if word and looks_like_secret(word):
-                words.add(word)
-    for word in sorted(words, key=len, reverse=True):
-        text = text.replace(word, "***")
+    """``text`` with every key-shaped part of ``argv``'s words replaced by ``***``: an error message quoting a
+    command line (argparse's invalid choice, a refused value) shows no key, and a path with a digest in it
+    keeps the rest of its words (``.../snapshots/***/model.gguf``)."""
+    parts = {part for arg in argv for part in secret_parts(arg)}
+    for part in sorted(parts, key=len, reverse=True):
+        text = text.replace(part, "***")
     return text
 
 

@@ -384,3 +384,11 @@ def test_a_bool_format_is_one_error_line_on_the_command_line(root, tmp_path, cap
     code = main(["score", "--data", str(root), "--run", str(path), "--out", str(tmp_path / "scores")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "field header.format: true is not a transcript format" in err, err
+
+
+def test_a_path_with_a_digest_keeps_its_other_words_in_an_error(capsys, tmp_path):
+    digest = "0123456789abcdef0123456789abcdef01234567"
+    missing = tmp_path / "snapshots" / digest / "model.yaml"
+    code = main(["run", "--system", "marta", "--out", str(tmp_path / "x.jsonl"), "--model-config", str(missing)])
+    err = capsys.readouterr().err
+    assert code == 2 and digest not in err and "/snapshots/***/model.yaml" in err, err
