@@ -350,15 +350,42 @@ class Price(Section):
     source: str = Field("", description="where they were read (the price page's URL)")
 
 
+#: The most GiB a ``gpu.memory_gib`` may say: above the largest card there is (288 GB, about 268 GiB, on
+#: the largest accelerators of 2025), so nvidia-smi's MiB (32607 for an RTX 5090) or ``.inf`` never makes
+#: every job "fit".
+MAX_GPU_GIB = 300.0
+
+
 class Gpu(Section):
     """The card every GPU job runs on (metrobench/footprint/fit.py): what a job's estimate is held against."""
 
+    # Bounded, finite numbers only (the docstring is the schema's description, so the why is here): an
+    # unbounded memory (.inf, nan) lets every estimate fit, and a figure above any card is most likely
+    # nvidia-smi's MiB, which the refusal says (divide by 1024).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
     name: str = Field(min_length=1, description="the card, as a reader knows it (RTX 5090)")
+    # at most MAX_GPU_GIB (_on_a_card): nvidia-smi's MiB divided by 1024
     memory_gib: float = Field(gt=0, description="its memory in GiB (2^30 bytes): 32 for an RTX 5090")
     headroom_gib: float = Field(1.0, ge=0, description="GiB kept free beside a job's estimate (the estimate "
                                                        "is not a measurement)")
     enforce: bool = Field(True, description="a job whose estimate does not fit stops the plan and the "
                                             "workflow before the first job; false: start it anyway")
+
+    @field_validator("memory_gib")
+    @classmethod
+    def _on_a_card(cls, value: float) -> float:
+        if value > MAX_GPU_GIB:
+            hint = f"; MiB? divide by 1024 ({value / 1024:.4g} GiB)" if value >= 1024 else ""
+            raise ValueError(f"{value:g} GiB is more than any card has (at most {MAX_GPU_GIB:g}){hint}")
+        return value
+
+    @model_validator(mode="after")
+    def _room_left(self) -> Gpu:
+        if self.headroom_gib >= self.memory_gib:
+            raise ValueError(f"headroom_gib {self.headroom_gib:g} leaves nothing of memory_gib "
+                             f"{self.memory_gib:g} for a job")
+        return self
 
 
 class StudyConfig(Section):

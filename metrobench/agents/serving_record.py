@@ -12,11 +12,15 @@ run records, beside its model-config fingerprint:
   number gives the tag), the SHA-256 of the GGUF
   (computed once per file, cached by path, size and mtime), the SHA-256 of the
   chat template the server actually uses (``/props``), and the server flags
-  (context per slot, slots, unified KV, flash attention, layers on the GPU);
+  (context per slot, slots, unified KV, flash attention, layers on the GPU, and
+  ``extra_args``, the flags ``serving`` does not own: ``-ctk q8_0`` changes the
+  answers as surely as the file does);
 * for a hosted model: its dialect, deployment and API version.
 
 :func:`differences` names what differs between two records, so a resume can
-refuse a transcript made with another build, file or template and say which.
+refuse a transcript made with another build, file or template and say which. A
+local record made before ``extra_args`` were recorded is read as having had none:
+a resume with server flags added since is refused (or set aside), never mixed.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from metrobench.data.root import sha256_file
 COMPARED = {"build": "llama-server build", "gguf_sha256": "GGUF file (SHA-256)",
             "template_sha256": "chat template (SHA-256)", "ctx_per_slot": "context per slot",
             "n_gpu_layers": "layers on the GPU", "flash_attn": "flash attention", "parallel": "slots",
+            "extra_args": "other server flags (serving.extra_args)",
             "dialect": "API dialect", "deployment": "deployment", "api_version": "API version"}
 #: ``--version``'s first line: ``version: 0.5.0-dev (build 8642, commit a1b2c3d)`` (llama.cpp with a
 #: semantic version), or ``version: 8642 (a1b2c3d4)`` (the build number is the version); the commit is
@@ -170,7 +175,8 @@ def local_record(serving: Any, model_path: Path, binary: Path | None, base_url: 
     record: dict[str, Any] = {
         "server": serving.server, "gguf": Path(model_path).name, "gguf_sha256": gguf_sha256(model_path),
         "n_ctx": serving.n_ctx, "ctx_per_slot": serving.slot_ctx, "parallel": serving.parallel,
-        "kv_unified": serving.kv_unified, "flash_attn": serving.flash_attn, "n_gpu_layers": serving.n_gpu_layers}
+        "kv_unified": serving.kv_unified, "flash_attn": serving.flash_attn, "n_gpu_layers": serving.n_gpu_layers,
+        "extra_args": list(serving.extra_args)}
     if binary is not None:
         record["build"] = server_build(binary)
         record["template_sha256"] = served_template_sha256(base_url)
@@ -188,11 +194,25 @@ def differences(recorded: dict[str, Any] | None, now: dict[str, Any]) -> list[st
     A transcript made before serving was recorded has no record: nothing to compare."""
     if not recorded:
         return []
+    if "gguf_sha256" in recorded and "gguf_sha256" in now and "extra_args" not in recorded:
+        recorded = {**recorded, "extra_args": []}  # a local record from before they were recorded
     out = []
     for key, words in COMPARED.items():
         if key in recorded and key in now and recorded[key] != now[key]:
             if key == "build":
                 out.append(f"{words} {build_label(recorded[key])}, now {build_label(now[key])}")
+            elif key == "extra_args":
+                out.append(f"{words} {_args(recorded[key])}, now {_args(now[key])}")
             else:
                 out.append(f"{words} {str(recorded[key])[:16]}, now {str(now[key])[:16]}")
     return out
+
+
+def _args(value: Any) -> str:
+    """Server flags in words: as a command line would show them, ``none`` for none."""
+    if not value:
+        return "none"
+    if not isinstance(value, list):
+        return str(value)[:60]
+    shown = " ".join(str(arg) for arg in value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."

@@ -236,9 +236,21 @@ class RunHeader:
         for name in ("model", "system"):
             if not isinstance(body.get(name), str) or not body[name]:
                 raise MetrobenchError(f"{path}: line 1: field header.{name}: must be a non-empty string")
-        if not isinstance(body.get("format"), int) or body["format"] > FORMAT:
-            raise MetrobenchError(f"{path}: line 1: field header.format: {body.get('format')!r} is not a "
-                                  f"transcript format this metrobench reads (1 to {FORMAT}); update metrobench")
+        # an int 1..FORMAT and nothing else: bool is an int in Python (true would read as format 1, and
+        # 0 or -1 passed as "not newer"), and a header is only ever written with a positive format
+        form = body.get("format")
+        if type(form) is not int or form < 1:
+            shown = json.dumps(form) if isinstance(form, (bool, int, float, type(None))) else type(form).__name__
+            raise MetrobenchError(f"{path}: line 1: field header.format: {shown} is not a transcript format "
+                                  f"(a whole number, 1 to {FORMAT}); the header was not written by metrobench")
+        if form > FORMAT:
+            raise MetrobenchError(f"{path}: line 1: field header.format: {form} is not a transcript format this "
+                                  f"metrobench reads (1 to {FORMAT}); update metrobench")
+        for name, kind, words in (("config", str, "a string"), ("version", str, "a string"),
+                                  ("settings", dict, "an object"), ("serving", dict, "an object"),
+                                  ("selection", dict, "an object")):
+            if body.get(name) is not None and not isinstance(body[name], kind):
+                raise MetrobenchError(f"{path}: line 1: field header.{name}: must be {words} (or absent)")
         known = {k: v for k, v in body.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from metrobench import layout
-from metrobench.credentials import env_name_problem, is_loopback, url_problem
+from metrobench.credentials import env_name_problem, is_loopback, secret_problem, url_problem
 from metrobench.data.loader import CONFIG_MAX_VALUES, read_yaml
 from metrobench.errors import MetrobenchError
 from metrobench.agents.prompts import prompt_digest
@@ -80,8 +80,41 @@ MAX_REPEATS = 100
 #: accessibility mode), one a round, and the reference's agent had no budget, so none may end a case.
 SCRIPTED_MAX_ROUNDS = 100
 
+#: Server flags that ``serving`` (or the runner) sets, each with the setting to use instead: in
+#: ``extra_args`` they would be what the server runs while the run header, every record and the footprint
+#: say the ``serving`` value (llama-server's last flag wins). Both servers' spellings (llama_cpp.server's
+#: ``--n_ctx``) and ``--flag=value`` forms are caught.
+OWNED_FLAGS: dict[str, str] = {
+    **dict.fromkeys(("-m", "--model", "-mu", "--model-url", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file",
+                     "-dr", "--docker-repo"), "serving.gguf (or gguf_package)"),
+    **dict.fromkeys(("-c", "--ctx-size", "--n_ctx", "--n-ctx"), "serving.n_ctx"),
+    **dict.fromkeys(("-np", "--parallel"), "serving.parallel"),
+    **dict.fromkeys(("-ngl", "--gpu-layers", "--n-gpu-layers", "--n_gpu_layers"), "serving.n_gpu_layers"),
+    **dict.fromkeys(("-fa", "--flash-attn", "--no-flash-attn"), "serving.flash_attn"),
+    **dict.fromkeys(("-kvu", "--kv-unified", "--no-kv-unified"), "serving.kv_unified"),
+    **dict.fromkeys(("--chat-template-file", "--chat-template", "--chat_template"), "serving.chat_template_file"),
+    **dict.fromkeys(("--jinja", "--no-jinja"), "serving.server (llama-server always runs with --jinja)"),
+    **dict.fromkeys(("-t", "--threads", "--n_threads", "--n-threads"), "serving.n_threads"),
+    **dict.fromkeys(("--chat_format", "--chat-format"), "serving.chat_format"),
+    **dict.fromkeys(("-a", "--alias", "--model_alias", "--model-alias"), "the model's model (or name)"),
+    **dict.fromkeys(("--host", "--port"), "none: metrobench serves on 127.0.0.1 at a free port"),
+    **dict.fromkeys(("--api-key", "--api-key-file", "--api_key"),
+                    "none: the server metrobench starts is its own, on 127.0.0.1, and needs no key"),
+}
+
+
+def owned_flag(arg: str) -> str | None:
+    """The ``serving`` setting that owns ``arg`` (a word of ``extra_args``; ``--flag=value`` by its flag)."""
+    return OWNED_FLAGS.get(arg.partition("=")[0]) if arg.startswith("-") else None
+
+
 class Serving(BaseModel):
-    """A local llama.cpp server for the model (``metrobench bench`` starts and stops it)."""
+    """A local llama.cpp server for the model (``metrobench bench`` starts and stops it).
+
+    ``extra_args`` are passed to the server after the flags ``serving`` sets: a flag of
+    :data:`OWNED_FLAGS` there is refused naming the setting to use, and the rest (``-ctk q8_0``) are
+    recorded in the serving record and compared on resume (:mod:`metrobench.agents.serving_record`).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -120,6 +153,22 @@ class Serving(BaseModel):
         if value is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", value):
             raise ValueError(f"{value!r} is not a build name (letters, digits, '.', '_' and '-', e.g. b8642), "
                              "not a path")
+        return value
+
+    @field_validator("extra_args")
+    @classmethod
+    def _not_owned(cls, value: list[str]) -> list[str]:
+        # what the server runs must be what the header, the records and the footprint say it runs
+        for arg in value:
+            owner = owned_flag(arg)
+            if owner:
+                flag = arg.partition("=")[0]
+                raise ValueError(f"{flag} is set by {owner}, not in extra_args (the server would run one value "
+                                 "while the run header, every record and the footprint say another)")
+        # recorded in the serving record, so no key may be among them (named by place, never quoted)
+        problem = secret_problem(value, "serving.extra_args")
+        if problem:
+            raise ValueError(problem)
         return value
 
     @property
@@ -196,6 +245,17 @@ class ModelConfig(BaseModel):
         # as the variable's name is refused without being quoted
         check = url_problem if info.field_name == "base_url" else env_name_problem
         problem = None if value is None else check(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("name", "model", "extra_body", "chat_template_kwargs")
+    @classmethod
+    def _no_recorded_key(cls, value: Any, info: ValidationInfo) -> Any:
+        # these are recorded in the run header, every transcript record and every view (settings()):
+        # a key-named entry (a proxy's api_key in the body) or a key-shaped value is refused, named by
+        # its place, never quoted (metrobench.credentials.secret_problem)
+        problem = secret_problem(value, info.field_name or "")
         if problem:
             raise ValueError(problem)
         return value

@@ -91,6 +91,22 @@ def setting_changes(recorded: dict[str, Any] | None, now: dict[str, Any]) -> lis
 _BEYOND_SETTINGS = "the prompt, tool parser, GGUF file or context per request"
 
 
+def fingerprint_changes(cfg: ModelConfig, recorded_name: str | None, recorded_config: Any,
+                        recorded_settings: dict[str, Any] | None) -> list[str]:
+    """Why a transcript's fingerprint is not this run's, in words. The fingerprint hashes the model's
+    ``name`` too, so a renamed model is said as such (``the model's name changed (a → b)``), and the
+    rest of what it covers is blamed only where the old name with today's settings does not give the
+    recorded fingerprint back."""
+    changed = setting_changes(recorded_settings, cfg.settings())
+    if recorded_name and recorded_name != cfg.name:
+        renamed = f"the model's name changed ({recorded_name} → {cfg.name})"
+        if changed:
+            return [renamed, *changed]
+        same_otherwise = cfg.model_copy(update={"name": recorded_name}).fingerprint() == recorded_config
+        return [renamed] if same_otherwise else [renamed, _BEYOND_SETTINGS]
+    return changed or [_BEYOND_SETTINGS]
+
+
 def set_aside(path: Path, fingerprint: str) -> Path:
     """Rename ``path`` to ``<stem>.<fingerprint>.jsonl`` beside it (``-2``, ``-3``, ... when taken): never
     over another file, never deleted. Returns where it went."""
@@ -157,13 +173,13 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
     header, records = read_transcript(path)
     # the header first (what the whole file is a run of), then each record's own stamps (all an old,
     # header-less transcript has); each mismatch takes the same way: refused, or set aside
-    stamps: list[tuple[str, str, dict[str, Any]]] = []
+    stamps: list[tuple[str, str, str, dict[str, Any]]] = []
     if header is not None:
-        stamps.append(("header: the transcript", header.system,
+        stamps.append(("header: the transcript", header.system, header.model,
                        {"config": header.config, "settings": header.settings, "serving": header.serving}))
-    stamps += [(f"case {r.case_id}", r.system or SYSTEM_BY_PREFIX.get(r.case_id.split("-")[0], ""), r.meta)
-               for r in records]
-    for where, recorded, meta in stamps:
+    stamps += [(f"case {r.case_id}", r.system or SYSTEM_BY_PREFIX.get(r.case_id.split("-")[0], ""), r.model,
+                r.meta) for r in records]
+    for where, recorded, name, meta in stamps:
         if system is not None and recorded != system:
             whose = "header: field system: every case" if where.startswith("header") else where
             raise MetrobenchError(
@@ -173,7 +189,7 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
         served_otherwise = differences(meta.get("serving"), serving) if serving else []
         if config != fingerprint or served_otherwise:
             if config != fingerprint:
-                changed = setting_changes(meta.get("settings"), cfg.settings()) or [_BEYOND_SETTINGS]
+                changed = fingerprint_changes(cfg, name, config, meta.get("settings"))
                 what = f"was run with other settings ({', '.join(changed)}; config {config}, now {fingerprint})"
             else:
                 what = f"was served otherwise ({'; '.join(served_otherwise)})"
