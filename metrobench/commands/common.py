@@ -254,8 +254,12 @@ def run_selection(bench: Benchmark, *, system: str, partition: str, split: str |
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
-    """The options of ``run`` and ``bench``: system, model settings, case selection, transcript."""
+    """The options of ``run`` and ``bench``: system, model settings, case selection, transcript.
+
+    ``--no-verify``: the data's pinned digests are checked first, as ``eval`` and ``score`` check
+    them (:func:`verified_bench`), so a run is never made on an edited copy unnoticed."""
     add_data(p)
+    add_verify(p)
     p.add_argument("--system", required=True, choices=system_names())
     add_model_options(p)
     add_case_options(p)
