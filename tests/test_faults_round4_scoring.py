@@ -94,3 +94,76 @@ def test_run_verifies_the_data_as_eval_does(broken_root, tmp_path, capsys):
                  "--base-url", "http://127.0.0.1:9/v1", "--cases", CASE, "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and "marta_cases.json" in err and "SHA-256" in err and not out.exists()
+
+
+# --------------------------------------------------------------------------- item 4: the judge's identity
+
+
+def test_one_judge_name_at_two_endpoints_never_shares_a_judgment(root, tmp_path, capsys, monkeypatch):
+    # a stand-in tried as `standin`, then a "real" judge at another URL under the same name: the second
+    # is asked (before: "4 cached, 0 new", the stand-in's grades reported as the judge's)
+    from metrobench.standins.judge import JudgeStandin
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    run = tmp_path / "doha.jsonl"
+    assert main(["rule-agent", "--data", str(root), "--system", "doha", "--sample", "3", "--out", str(run)]) == 0
+    cache = tmp_path / "cache.jsonl"
+    with JudgeStandin() as first, JudgeStandin() as second:
+        def score(server, out: str) -> str:
+            assert main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / out),
+                         "--judge", "openai", "--judge-model", "standin", "--judge-url", f"{server.url}/v1",
+                         "--judge-cache", str(cache)]) == 0
+            return capsys.readouterr().out.splitlines()[-1]
+
+        asked = score(first, "a")
+        assert ", 0 cached, " not in asked and asked.startswith("judge standin (openai at http://127.0.0.1:")
+        new = int(asked.split(" cached, ")[1].split(" new")[0])
+        assert new > 0 and f"{first.url.rsplit(':', 1)[1]}):" in asked
+        assert score(second, "b").endswith(f"0 cached, {new} new judgments; 0 of {new} replies unparseable "
+                                           "(no 'Score: N': scored 1 of 2, as the reference scores them)")
+        assert len(second.requests) == new
+        assert f"{new} cached, 0 new" in score(first, "c")   # each endpoint's own judgments are reused
+
+
+def test_old_cache_entries_are_reused_only_at_the_providers_own_endpoint(tmp_path):
+    from metrobench.scoring.judge import Judge, JudgeCache, JudgeIdentity, cache_key
+
+    task = next(iter(_tasks()))
+    cache = tmp_path / "cache.jsonl"
+    old = {"key": cache_key(task, "judge-x"), "component": task.component, "case_id": task.case_id,
+           "judge_model": "judge-x", "score": 2, "reason": "old", "raw": "Score: 2 | old"}
+    cache.write_text(json.dumps(old) + "\n")
+
+    class Grader:
+        model = "judge-x"
+
+        def __init__(self, identity: JudgeIdentity) -> None:
+            self.identity, self.asked = identity, 0
+
+        def complete(self, system: str, prompt: str) -> str:
+            self.asked += 1
+            return "Score: 0 | new"
+
+    own = Grader(JudgeIdentity("anthropic", "https://api.anthropic.com:443", "judge-x", True))
+    assert Judge(own, JudgeCache(cache)).resolve([task])[0]["reason"] == "old" and own.asked == 0
+    other = Grader(JudgeIdentity.of("anthropic", "judge-x", "http://127.0.0.1:8091/v1"))
+    assert not other.identity.default and other.identity.endpoint == "http://127.0.0.1:8091"
+    assert Judge(other, JudgeCache(cache)).resolve([task])[0]["reason"] == "new" and other.asked == 1
+
+
+def _tasks():
+    from metrobench.scoring.rubrics import JudgeTask
+
+    yield JudgeTask("scope_adherence", "MARTA-A-001", "rubric prompt", "answer", lambda grade: grade * 5.0)
+
+
+def test_the_identity_follows_the_sdks_base_url_variable(monkeypatch):
+    from metrobench.scoring.judge import JudgeIdentity
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://Judge.Example:9000/v1")
+    assert JudgeIdentity.of("openai", "m", None) == JudgeIdentity("openai", "http://judge.example:9000", "m", False)
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert JudgeIdentity.of("openai", "m", None).default
+    assert JudgeIdentity.of("openai", "m", "https://api.openai.com/v1").default
+

@@ -83,7 +83,7 @@ def score_runs(args: argparse.Namespace, bench: Benchmark, runs: list[str], out:
             note += f", {judge.unparsed - before} judge replies unparseable (scored 1 of 2)"
         print(f"scored {run}: {len(scored.scores)} cases of {scored.system}{note} -> {scored.path}")
     if judge is not None:
-        print(f"judge {judge.model}: {judge.hits} cached, {judge.misses} new judgments; {judge.unparsed} of "
+        print(f"judge {judge.describe()}: {judge.hits} cached, {judge.misses} new judgments; {judge.unparsed} of "
               f"{judge.judged} replies unparseable (no 'Score: N': scored 1 of 2, as the reference scores them)")
 
 

@@ -8,7 +8,12 @@ written anywhere.
 Unlike the reference, whose cache key was only component + case + answer text
 (so a changed rubric or judge model silently reused old judgments, spec §13
 #12), a cached judgment here is keyed by component, case id, answer text, the
-full rubric prompt, the system instruction and the judge model. The cache is
+full rubric prompt, the system instruction and the judge model, and, for a judge at another
+endpoint than its provider's own (``--judge-url``, or the SDK's ``*_BASE_URL`` variable), by the
+judge's identity too (:class:`JudgeIdentity`: provider, endpoint as ``scheme://host:port``, served
+model): a stand-in tried under a name and a real judge at another URL under the same name never
+share a judgment (issue 51). An entry written before identities were keyed reads as before and is
+reused only by a judge at its provider's own endpoint, the one the name alone meant. The cache is
 an append-only JSONL file: a killed scoring run keeps every judgment it paid for.
 A line it cannot use (cut by a killed writer, not UTF-8, not JSON, no verdict) is
 skipped with one warning naming the file and its lines, and that judgment is asked
@@ -35,6 +40,7 @@ import re
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,11 +56,59 @@ MAX_TOKENS = 150
 
 
 class Backend(Protocol):
-    """Something that answers one (system, user) prompt pair with text."""
+    """Something that answers one (system, user) prompt pair with text (a backend may also carry an
+    ``identity``, :class:`JudgeIdentity`; one without, an in-process grader, is keyed by its model)."""
 
     model: str
 
     def complete(self, system: str, prompt: str) -> str: ...
+
+
+#: Each provider's own endpoint (the SDK's default) and the variable the SDK reads to replace it.
+DEFAULT_ENDPOINTS = {"anthropic": ("https://api.anthropic.com", "ANTHROPIC_BASE_URL"),
+                     "openai": ("https://api.openai.com/v1", "OPENAI_BASE_URL")}
+
+
+def endpoint_of(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (the port spelled out, host lower-case; no path, no credentials)."""
+    parts = urllib.parse.urlsplit(url.strip())
+    scheme = (parts.scheme or "http").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    port = port or (443 if scheme == "https" else 80)
+    host = (parts.hostname or "").lower()
+    return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+@dataclass(frozen=True)
+class JudgeIdentity:
+    """Which judge answered: its provider, endpoint (``scheme://host:port``) and served model.
+
+    ``default``: the provider's own endpoint (no ``--judge-url`` and no ``*_BASE_URL``), whose
+    judgments a cache written before identities were keyed may hold under the model name alone."""
+
+    provider: str
+    endpoint: str
+    model: str
+    default: bool
+
+    @classmethod
+    def of(cls, provider: str, model: str, base_url: str | None) -> JudgeIdentity:
+        """The identity of ``provider``'s judge ``model`` at ``base_url`` (None: as the SDK resolves it)."""
+        own, variable = DEFAULT_ENDPOINTS[provider]
+        url = base_url or os.environ.get(variable) or own
+        endpoint = endpoint_of(url)
+        return cls(provider, endpoint, model, endpoint == endpoint_of(own))
+
+    def key_part(self) -> str | None:
+        """What the cache key adds for this judge: nothing at the provider's own endpoint (old keys
+        stay valid there), else provider and endpoint."""
+        return None if self.default else f"{self.provider} {self.endpoint}"
+
+    def __str__(self) -> str:
+        return f"{self.model} ({self.provider} at {self.endpoint})"
 
 
 class JudgeText(str):
@@ -152,6 +206,7 @@ class AnthropicBackend:
             raise MetrobenchError("judge backend anthropic needs the anthropic package: "
                                   "pip install 'metrobench[judge]'") from None
         self.model = model
+        self.identity = JudgeIdentity.of("anthropic", model, base_url)
         self._key = key
         self._http = _Deadline(lambda: anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0,
                                                                 timeout=timeout), timeout)
@@ -186,6 +241,7 @@ class OpenAIBackend:
         if not key:
             raise MetrobenchError(f"judge backend openai: set {api_key_env} or give a base URL")
         self.model = model
+        self.identity = JudgeIdentity.of("openai", model, base_url)
         self._key = key
         self._http = _Deadline(lambda: openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0,
                                                           timeout=timeout), timeout)
@@ -223,9 +279,11 @@ def _send(http: _Deadline, backend: str, key: str, request: Callable[[Any], Awai
         raise _classify(exc, backend, key) from None
 
 
-def cache_key(task: JudgeTask, model: str, system: str = JUDGE_SYSTEM) -> str:
-    material = json.dumps([task.component, task.case_id, task.response_text, task.prompt, system,
-                           model], ensure_ascii=False)
+def cache_key(task: JudgeTask, model: str, system: str = JUDGE_SYSTEM, identity: str | None = None) -> str:
+    """The judgment's key: what was asked, of which model, and (``identity``,
+    :meth:`JudgeIdentity.key_part`) at which endpoint when not the provider's own."""
+    fields = [task.component, task.case_id, task.response_text, task.prompt, system, model]
+    material = json.dumps(fields if identity is None else [*fields, identity], ensure_ascii=False)
     # surrogatepass: an answer holding a lone surrogate still has a key (others' bytes are unchanged)
     return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -337,6 +395,15 @@ class Judge:
     def model(self) -> str:
         return self.backend.model
 
+    @property
+    def identity(self) -> JudgeIdentity | None:
+        """The backend's :class:`JudgeIdentity` (None: an in-process grader, keyed by its model)."""
+        return getattr(self.backend, "identity", None)
+
+    def describe(self) -> str:
+        """The judge as ``score`` names it: its model and, where known, provider and endpoint."""
+        return str(self.identity) if self.identity is not None else self.model
+
     def _ask(self, task: JudgeTask) -> dict[str, Any]:
         for attempt in range(1, self.max_attempts + 1):
             try:
@@ -353,15 +420,17 @@ class Judge:
         return verdict if usage is None else {**verdict, "usage": usage}
 
     def _resolve_one(self, task: JudgeTask) -> dict[str, Any]:
-        key = cache_key(task, self.model)
+        identity = self.identity
+        key = cache_key(task, self.model, identity=identity.key_part() if identity is not None else None)
         cached = self.cache.get(key)
         if cached is not None:
             self.hits += 1
             return cached
         self.misses += 1
         verdict = self._ask(task)
+        where = {} if identity is None else {"judge_provider": identity.provider, "judge_endpoint": identity.endpoint}
         self.cache.put(key, {"component": task.component, "case_id": task.case_id,
-                             "judge_model": self.model, **verdict})
+                             "judge_model": self.model, **where, **verdict})
         return verdict
 
     def resolve(self, tasks: Sequence[JudgeTask]) -> list[dict[str, Any]]:
