@@ -167,3 +167,56 @@ def test_the_identity_follows_the_sdks_base_url_variable(monkeypatch):
     assert JudgeIdentity.of("openai", "m", None).default
     assert JudgeIdentity.of("openai", "m", "https://api.openai.com/v1").default
 
+
+# --------------------------------------------------------------------------- item 10: one ratings reader
+
+
+def _agreement(tmp_path, capsys, content: bytes | str) -> tuple[int, str, str]:
+    path = tmp_path / "ratings.csv"
+    if isinstance(content, str):
+        path.write_text(content, encoding="utf-8")
+    else:
+        path.write_bytes(content)
+    code = main(["judge-agreement", "--ratings", str(path), "--n-resamples", "50"])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+GOOD = "item,author,judge\n1,2,2\n2,1,2\n3,0,0\n4,2,1\n"
+
+
+@pytest.mark.parametrize("content,message", [
+    ("item,author,judge,author\n1,2,2,0\n2,1,2,2\n", "line 1: rater column 'author' is duplicated (this file has it)"),
+    ("item,author,judge\n1,2,2\n2,1,2\n1,2,2\n", "line 4: item 1 is rated on an earlier line too (line 2)"),
+    ("item,author,judge\n1,2,2\n,1,2\n", "line 3: field item: '' is not an item id (blank)"),
+    ("item,author\n1,2\n", "one rater column (author); agreement needs two"),
+    ("item;author;judge\n1;2;2\n2,1;2\n", "line 3: 2 fields, the header has 3 (split at ';')"),
+    (b"\xff\xfe" + "item,author,judge\n1,2,3\n".encode("utf-16-le"), "line 2: item 1: field judge: '3' is not a rating"),
+    ("item,author,judge\n".encode("utf-16-le"), "NUL bytes: UTF-16 without a byte-order mark?"),
+    (b"item,author\n1,\xff\n", "not UTF-8 text"),
+])
+def test_judge_agreement_ratings_are_refused_as_table1_refuses_them(tmp_path, capsys, content, message):
+    code, _, err = _agreement(tmp_path, capsys, content)
+    assert code == 2 and err.startswith(f"metrobench: error: {tmp_path / 'ratings.csv'}: {message}"), err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("encode", [
+    lambda text: text,
+    lambda text: text.replace(",", ";"),                          # a comma-decimal locale's CSV
+    lambda text: text.replace(",", "\t"),
+    lambda text: text.encode("utf-16"),                           # UTF-16 with its byte-order mark
+    lambda text: text.encode("utf-8-sig"),
+])
+def test_judge_agreement_reads_every_spelling_of_one_file_alike(tmp_path, capsys, encode):
+    code, out, err = _agreement(tmp_path, capsys, encode(GOOD))
+    assert code == 0, err
+    assert "author vs judge" in out and f"{4:>5}" in out.splitlines()[1]
+
+
+def test_table1_reads_a_semicolon_file_as_judge_agreement_does(tmp_path):
+    from metrobench.calibration.table import read_people
+
+    path = tmp_path / "people.csv"
+    path.write_text("id;author;second\n1;2;\n2;1;1\n")
+    assert read_people([path], [1, 2]) == {"author": {1: 2, 2: 1}, "second": {1: None, 2: 1}}
