@@ -220,3 +220,118 @@ def test_table1_reads_a_semicolon_file_as_judge_agreement_does(tmp_path):
     path = tmp_path / "people.csv"
     path.write_text("id;author;second\n1;2;\n2;1;1\n")
     assert read_people([path], [1, 2]) == {"author": {1: 2, 2: 1}, "second": {1: None, 2: 1}}
+
+
+# --------------------------------------------------------------------------- item 18: which benchmark root
+
+
+@pytest.fixture
+def unsaid(monkeypatch):
+    """A process that has opened no benchmark yet (the line is said once per process and root)."""
+    from metrobench.commands import common
+
+    monkeypatch.setattr(common, "_FOUND", {}, raising=False)
+    monkeypatch.setattr(common, "_SAID", set(), raising=False)
+
+
+def test_score_and_run_say_which_benchmark_root_they_used(bench, root, tmp_path, capsys, monkeypatch, unsaid):
+    run = tmp_path / "t.jsonl"
+    write_transcript(run, [_record(bench, CASE, None)])
+    monkeypatch.setenv("METROBENCH_DATA", str(root))
+    assert main(["score", "--run", str(run), "--out", str(tmp_path / "scores"), "--model", "m"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"benchmark data: {root} (from $METROBENCH_DATA)"
+    assert out.count("benchmark data:") == 1
+    from metrobench.commands import common
+
+    monkeypatch.setattr(common, "_FOUND", {}, raising=False)
+    monkeypatch.setattr(common, "_SAID", set(), raising=False)
+    code = main(["run", "--data", str(root), "--system", "marta", "--model", "m", "--provider", "openai",
+                 "--base-url", "http://127.0.0.1:9/v1", "--cases", CASE, "--out", str(tmp_path / "r.jsonl")])
+    assert code == 2   # nothing listens there; the line came first
+    assert capsys.readouterr().out.splitlines()[0] == f"benchmark data: {root} (from --data)"
+
+
+def test_eval_says_the_root_once_and_what_named_it(root, tmp_path, capsys, monkeypatch, unsaid):
+    from metrobench.standins.openai_api import FakeOpenAI, chat_payload
+
+    monkeypatch.setenv("METROBENCH_DATA", str(root))
+    with FakeOpenAI(lambda request: chat_payload('{"outcome": "request_declined"}')) as api:
+        assert main(["eval", "--model", "mine", "--provider", "openai", "--base-url", f"{api.url}/v1",
+                     "--system", "doha,marta", "--sample", "2", "--results", str(tmp_path / "results"),
+                     "--progress", "0"]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("benchmark data:")] == [
+        f"benchmark data: {root} (from $METROBENCH_DATA)"]
+
+
+# --------------------------------------------------------------------------- item 16: --system all,marta
+
+
+@pytest.mark.parametrize("given", ["all,marta", "marta,all"])
+def test_eval_refuses_all_in_a_list_saying_why(capsys, given):
+    code = main(["eval", "--model", "mine", "--provider", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                 "--system", given])
+    err = capsys.readouterr().err
+    assert code == 2 and "all stands alone (every system)" in err and "unknown system" not in err, err
+    assert [line for line in err.splitlines() if "error" in line][0].count("all stands alone") == 1
+
+
+# --------------------------------------------------------------------------- item 13: a judge that never answers
+
+
+def test_a_judge_that_never_answers_fails_within_its_settings(bench, root, tmp_path, capsys, monkeypatch):
+    # an endpoint that accepts and never answers: --judge-timeout and --judge-attempts bound the wait
+    # (before: 6 x 120 s a component, no setting); the verdict is the same however fast the machine is
+    import socket
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    run = tmp_path / "t.jsonl"
+    write_transcript(run, [_record(bench, "MARTA-H-007", None)])
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)                   # the kernel accepts; nobody ever reads or answers
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        code = main(["score", "--data", str(root), "--run", str(run), "--out", str(tmp_path / "s"),
+                     "--judge", "openai", "--judge-model", "j", "--judge-url", url,
+                     "--judge-timeout", "0.2", "--judge-attempts", "1"])
+    err = capsys.readouterr().err
+    [line] = [ln for ln in err.splitlines() if ln.startswith("metrobench: error:")]
+    assert code == 2 and "no complete reply within 0.2 s after 1 attempts" in line and "MARTA-H-007" in line
+
+
+def test_a_stalled_judge_is_named_with_what_it_waits_for(bench):
+    import threading
+
+    from metrobench.scoring.judge import Judge
+
+    said: list[str] = []
+    spoken = threading.Event()
+
+    class Stalled:
+        model, timeout_s = "judge-x", 120.0
+
+        def complete(self, system: str, prompt: str) -> str:
+            assert spoken.wait(60), "the notice never came"
+            return "Score: 2 | fine"
+
+    def notice(line: str) -> None:
+        said.append(line)
+        spoken.set()
+
+    judge = Judge(Stalled(), notice_s=0.01, notice=notice, concurrency=1)
+    [task] = list(_tasks())
+    assert judge.resolve([task])[0]["score"] == 2
+    assert said[0] == ("metrobench: note: judge judge-x: no reply for 0.01 s, 1 request waiting (first: case "
+                       "MARTA-A-001, scope_adherence); each request may take up to 120 s, tried up to 6 times "
+                       "(--judge-timeout, --judge-attempts)")
+    assert len(said) == 1     # once per silence, not once a tick
+
+
+@pytest.mark.parametrize("flag,value", [("--judge-timeout", "0"), ("--judge-timeout", "nan"),
+                                        ("--judge-attempts", "0")])
+def test_the_judges_settings_are_checked(root, tmp_path, capsys, flag, value):
+    assert main(["score", "--data", str(root), "--run", str(tmp_path / "t.jsonl"), "--out", str(tmp_path / "s"),
+                 flag, value]) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "unrecognized" not in err, err

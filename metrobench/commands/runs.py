@@ -175,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg, work = run_config(args)
     _check_paths(args, work)
-    bench = verified_bench(args.data, getattr(args, "no_verify", False))  # as eval and score verify
+    bench = verified_bench(args.data, getattr(args, "no_verify", False), say=True)  # as eval and score verify
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
     from metrobench.agents.serving_record import hosted_record
@@ -198,7 +198,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cfg, work = run_config(args)
     _check_paths(args, work)
     check_fit(cfg, args)                 # before anything is loaded: the GGUF's own header against the card
-    bench = verified_bench(args.data, getattr(args, "no_verify", False))  # as eval and score verify
+    bench = verified_bench(args.data, getattr(args, "no_verify", False), say=True)  # as eval and score verify
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
     log = Path(args.server_log) if args.server_log else None

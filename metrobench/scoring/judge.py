@@ -24,7 +24,11 @@ entries without it read as before.
 
 Every request has a total deadline (``timeout`` seconds from sending to the last
 byte), not only a per-read one: a server trickling its reply a byte at a time is cut
-off and retried like any timeout. The backends run the SDKs' async clients on one
+off and retried like any timeout; ``--judge-timeout`` and ``--judge-attempts`` set the deadline
+and the tries (defaults 60 s anthropic, 120 s openai; 6 tries). A judge that keeps every request
+waiting (an endpoint that accepts and never answers) is named after a few seconds
+(:attr:`Judge.notice_s`): what is waited for, how many requests, and how long it may take, so the
+silence has a reason and a remedy. The backends run the SDKs' async clients on one
 event-loop thread of their own for this. A reply's lone surrogates (``"\\ud800"``,
 which no UTF-8 writer accepts) become U+FFFD; a key a server quotes in an error is
 replaced by ``***``.
@@ -53,6 +57,9 @@ from metrobench.scoring.rubrics import JUDGE_SYSTEM, JudgeTask, parse_reply, rep
 
 DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5-20251001"
 MAX_TOKENS = 150
+#: Each backend's deadline per request (seconds, sending to the last byte) and the tries per judgment.
+DEFAULT_TIMEOUT_S = {"anthropic": 60.0, "openai": 120.0}
+DEFAULT_ATTEMPTS = 6
 
 
 class Backend(Protocol):
@@ -195,7 +202,8 @@ class AnthropicBackend:
     """Claude through the Messages API (``ANTHROPIC_API_KEY``; base URL overridable for tests)."""
 
     def __init__(self, model: str = DEFAULT_ANTHROPIC_MODEL, *, base_url: str | None = None,
-                 api_key_env: str = "ANTHROPIC_API_KEY", timeout: float = 60.0) -> None:
+                 api_key_env: str = "ANTHROPIC_API_KEY", timeout: float | None = None) -> None:
+        timeout = timeout or DEFAULT_TIMEOUT_S["anthropic"]
         _check_endpoint("anthropic", base_url, api_key_env)
         key = os.environ.get(api_key_env)
         if not key:
@@ -206,6 +214,7 @@ class AnthropicBackend:
             raise MetrobenchError("judge backend anthropic needs the anthropic package: "
                                   "pip install 'metrobench[judge]'") from None
         self.model = model
+        self.timeout_s = timeout
         self.identity = JudgeIdentity.of("anthropic", model, base_url)
         self._key = key
         self._http = _Deadline(lambda: anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0,
@@ -230,7 +239,8 @@ class OpenAIBackend:
     """Any OpenAI-compatible chat endpoint (a local llama.cpp server, OpenAI, ...)."""
 
     def __init__(self, model: str, *, base_url: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0) -> None:
+                 api_key_env: str = "OPENAI_API_KEY", timeout: float | None = None) -> None:
+        timeout = timeout or DEFAULT_TIMEOUT_S["openai"]
         try:
             import openai
         except ImportError:
@@ -241,6 +251,7 @@ class OpenAIBackend:
         if not key:
             raise MetrobenchError(f"judge backend openai: set {api_key_env} or give a base URL")
         self.model = model
+        self.timeout_s = timeout
         self.identity = JudgeIdentity.of("openai", model, base_url)
         self._key = key
         self._http = _Deadline(lambda: openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0,
@@ -383,8 +394,11 @@ class Judge:
     backend: Backend
     cache: JudgeCache = field(default_factory=lambda: JudgeCache(None))
     concurrency: int = 4
-    max_attempts: int = 6
+    max_attempts: int = DEFAULT_ATTEMPTS
     base_delay: float = 1.0
+    #: Seconds without a reply, requests waiting, before one line says what is waited for.
+    notice_s: float = 5.0
+    notice: Callable[[str], None] | None = None
     hits: int = 0
     misses: int = 0
     #: Verdicts resolved (cached or new), and those whose reply had no ``Score: N`` to read (scored 1).
@@ -406,6 +420,8 @@ class Judge:
 
     def _ask(self, task: JudgeTask) -> dict[str, Any]:
         for attempt in range(1, self.max_attempts + 1):
+            with self._lock:
+                self._waiting[id(task)] = task
             try:
                 raw = self.backend.complete(JUDGE_SYSTEM, task.prompt)
                 break
@@ -414,6 +430,10 @@ class Judge:
                     raise MetrobenchError(f"judge {exc} after {attempt} attempts "
                                           f"(case {task.case_id}, {task.component})") from None
                 time.sleep(backoff_delay(attempt, self.base_delay, exc.retry_after))
+            finally:
+                with self._lock:
+                    self._waiting.pop(id(task), None)
+                    self._replies += 1
         score, reason = parse_reply(raw)
         verdict: dict[str, Any] = {"score": score, "reason": reason, "raw": raw.strip()}
         usage = getattr(raw, "usage", None)
@@ -433,14 +453,51 @@ class Judge:
                              "judge_model": self.model, **where, **verdict})
         return verdict
 
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[int, JudgeTask] = {}   # requests sent and not answered (nor failed) yet
+        self._replies = 0                          # answers and failures so far
+
+    def waiting_line(self, seconds: float) -> str:
+        """What a stalled judge is waiting for: the judge, the requests, and how long they may take."""
+        with self._lock:
+            waiting = list(self._waiting.values())
+        first = f" (first: case {waiting[0].case_id}, {waiting[0].component})" if waiting else ""
+        timeout = getattr(self.backend, "timeout_s", None)
+        bound = (f"; each request may take up to {timeout:g} s, tried up to {self.max_attempts} times "
+                 "(--judge-timeout, --judge-attempts)") if timeout else ""
+        return (f"metrobench: note: judge {self.describe()}: no reply for {seconds:g} s, {len(waiting)} "
+                f"request{'' if len(waiting) == 1 else 's'} waiting{first}{bound}")
+
+    def _watch(self, done: threading.Event) -> None:
+        """Say once per silence what is waited for: no reply for :attr:`notice_s` while requests wait."""
+        notice = self.notice or (lambda line: print(line, file=sys.stderr, flush=True))
+        said_at = -1
+        while True:
+            replies = self._replies
+            if done.wait(self.notice_s):
+                return
+            with self._lock:
+                silent = self._replies == replies and bool(self._waiting)
+            if silent and replies != said_at:
+                notice(self.waiting_line(self.notice_s))
+                said_at = replies
+
     def resolve(self, tasks: Sequence[JudgeTask]) -> list[dict[str, Any]]:
         """Verdicts ``{score, reason, raw}`` for ``tasks``, in order."""
         if not tasks:
             return []
         from concurrent.futures import ThreadPoolExecutor  # here: it imports logging, and Tier 1 needs neither
 
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            verdicts = list(pool.map(self._resolve_one, tasks))
+        done = threading.Event()
+        watcher = threading.Thread(target=self._watch, args=(done,), name="judge-watch", daemon=True)
+        watcher.start()
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
+                verdicts = list(pool.map(self._resolve_one, tasks))
+        finally:
+            done.set()
+            watcher.join()
         self.judged += len(verdicts)
         # a cache entry from before ``raw`` was kept counts as read
         self.unparsed += sum(not reply_parsed(v["raw"]) for v in verdicts if isinstance(v.get("raw"), str))
@@ -449,17 +506,22 @@ class Judge:
 
 def make_judge(kind: str, *, model: str | None = None, base_url: str | None = None,
                api_key_env: str | None = None, cache_path: Path | None = None,
-               concurrency: int = 4) -> Judge | None:
-    """The judge for ``--judge none|anthropic|openai``."""
+               concurrency: int = 4, timeout_s: float | None = None,
+               attempts: int | None = None) -> Judge | None:
+    """The judge for ``--judge none|anthropic|openai``; ``timeout_s`` (``--judge-timeout``) and
+    ``attempts`` (``--judge-attempts``): each request's deadline and the tries per judgment (None:
+    :data:`DEFAULT_TIMEOUT_S`, :data:`DEFAULT_ATTEMPTS`)."""
     if kind == "none":
         return None
     if kind == "anthropic":
         backend: Backend = AnthropicBackend(model or DEFAULT_ANTHROPIC_MODEL, base_url=base_url,
-                                            api_key_env=api_key_env or "ANTHROPIC_API_KEY")
+                                            api_key_env=api_key_env or "ANTHROPIC_API_KEY", timeout=timeout_s)
     elif kind == "openai":
         if not model:
             raise MetrobenchError("judge backend openai: name the model with --judge-model")
-        backend = OpenAIBackend(model, base_url=base_url, api_key_env=api_key_env or "OPENAI_API_KEY")
+        backend = OpenAIBackend(model, base_url=base_url, api_key_env=api_key_env or "OPENAI_API_KEY",
+                                timeout=timeout_s)
     else:
         raise MetrobenchError(f"unknown judge {kind!r}: use none, anthropic or openai")
-    return Judge(backend, JudgeCache(cache_path), concurrency=concurrency)
+    return Judge(backend, JudgeCache(cache_path), concurrency=concurrency,
+                 max_attempts=attempts or DEFAULT_ATTEMPTS)
