@@ -15,7 +15,9 @@ sample's composition, and its notes say what is missing.
 A ratings file is refused, in one error naming the file, line, pair and field, and before
 anything is written, when it is empty, names a pair id the sample lacks (or one twice), holds a
 rating other than 0, 1, 2 or blank (3, "two"), or repeats a rater column (within the file,
-across files, or a judge's name).
+across files, or a judge's name). :func:`read_ratings_csv` is the one reader of ratings CSVs
+(``judge-agreement --ratings`` reads its files with it too): UTF-8 or UTF-16 with a byte-order
+mark, split at ``,``, ``;`` or a tab.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import csv
 import io
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -47,52 +49,121 @@ AGREEMENT_COLUMNS = ["rater_a", "rater_b", "rubric", "n", "exact", "within_one",
                      "kappa_hi", "ac2", "note"]
 
 
+#: The delimiters a ratings CSV may use: a spreadsheet in a comma-decimal locale saves ``;``.
+DELIMITERS = (",", ";", "\t")
+_SHOWN = {",": "','", ";": "';'", "\t": "a tab"}
+
+
+def _ratings_text(path: Path) -> str:
+    """The file's text: UTF-8 (a byte-order mark dropped) or UTF-16 with its byte-order mark (what
+    a spreadsheet's "Unicode text" saves); anything else is refused in one line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise MetrobenchError(f"{path}: no such ratings file") from None
+    except OSError as exc:
+        raise MetrobenchError(f"{path}: ratings file unreadable ({exc.strerror or exc})") from None
+    try:
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            return data.decode("utf-16")
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise MetrobenchError(f"{path}: not UTF-8 text (a ratings CSV; save it as CSV UTF-8)") from None
+    if "\x00" in text:
+        raise MetrobenchError(f"{path}: NUL bytes: UTF-16 without a byte-order mark? (a ratings CSV; save it as "
+                              "CSV UTF-8)")
+    return text
+
+
+def _delimiter(header: str) -> str:
+    """The delimiter of the header line: the most frequent of :data:`DELIMITERS` in it (ties: ``,``)."""
+    counts = {d: header.count(d) for d in DELIMITERS}
+    best = max(DELIMITERS, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
+def read_ratings_csv(path: Path | str, parse_item: Callable[[str], Any], *, item: str = "item",
+                     taken: Mapping[str, str] | None = None) -> tuple[list[Any], dict[str, list[int | None]]]:
+    """One ratings CSV: the items in row order (as ``parse_item`` makes them) and rater -> ratings in
+    that order (None: blank, not rated). The one reader of Table 1's people (:func:`read_people`)
+    and of ``judge-agreement --ratings``, so both refuse the same files.
+
+    Read as UTF-8 (with or without a BOM) or UTF-16 with a BOM, split at ``,``, ``;`` or a tab (the
+    header's most frequent; named in a field-count error). Refused, in one error naming the file,
+    line, ``item`` and field: an empty file, a rater column without a name or repeated (within the
+    file, or in ``taken``: name -> who has it), a row of another width, an item ``parse_item``
+    refuses (it raises :class:`ValueError` with why), an item on two lines (it would count twice),
+    a rating other than 0, 1, 2 or blank."""
+    path = Path(path)
+    lines = _ratings_text(path).splitlines()
+    first = next((line for line in lines if line.strip()), "")
+    delimiter = _delimiter(first)
+    rows = [(number, row) for number, row in enumerate(csv.reader(lines, delimiter=delimiter), start=1)
+            if any(cell.strip() for cell in row)]
+    if len(rows) < 2 or len(rows[0][1]) < 2:
+        one = f" (one column: split at {_SHOWN[delimiter]})" if rows and len(rows[0][1]) < 2 else ""
+        raise MetrobenchError(f"{path}: empty{one}: a ratings CSV has a header (id, rater, ...) and a row per "
+                              f"rated {item}")
+    header_line, header = rows[0][0], [cell.strip() for cell in rows[0][1]]
+    taken = taken or {}
+    raters: dict[str, list[int | None]] = {}
+    for name in header[1:]:
+        if not name:
+            raise MetrobenchError(f"{path}: line {header_line}: a rater column without a name")
+        if name in raters or name in taken:
+            where = "this file" if name in raters else taken[name]
+            raise MetrobenchError(f"{path}: line {header_line}: rater column {name!r} is duplicated ({where} has it)")
+        raters[name] = []
+    items: list[Any] = []
+    seen: dict[Any, int] = {}
+    for line, row in rows[1:]:
+        if len(row) != len(header):
+            raise MetrobenchError(f"{path}: line {line}: {len(row)} fields, the header has {len(header)} "
+                                  f"(split at {_SHOWN[delimiter]})")
+        text_id = row[0].strip()
+        try:
+            key = parse_item(text_id)
+        except ValueError as exc:
+            raise MetrobenchError(f"{path}: line {line}: field {header[0] or 'id'}: {text_id!r} {exc}") from None
+        if key in seen:
+            raise MetrobenchError(f"{path}: line {line}: {item} {key} is rated on an earlier line too "
+                                  f"(line {seen[key]})")
+        seen[key] = line
+        items.append(key)
+        for name, cell in zip(header[1:], row[1:]):
+            value = cell.strip()
+            if value and value not in RATINGS:
+                raise MetrobenchError(f"{path}: line {line}: {item} {key}: field {name}: {value!r} is not a "
+                                      "rating (0, 1, 2, or blank for not rated)")
+            raters[name].append(RATINGS.get(value))
+    return items, raters
+
+
+def any_item(text: str) -> str:
+    """An item id of ``judge-agreement --ratings``: any text but blank."""
+    if not text:
+        raise ValueError("is not an item id (blank)")
+    return text
+
+
 def read_people(paths: Sequence[Path | str], ids: Sequence[int], taken: Sequence[str] = ()) -> dict[str, Ratings]:
-    """Rater -> ratings from the CSV files in order (module contract); ``taken``: the judges' names."""
+    """Rater -> ratings from the CSV files in order (module contract; :func:`read_ratings_csv`);
+    ``taken``: the judges' names."""
     known = set(ids)
+
+    def pair_id(text: str) -> int:
+        pair = int(text) if text.isascii() and text.isdigit() else None
+        if pair not in known:
+            raise ValueError("is not a pair id of the calibration sample")
+        return pair
+
     raters: dict[str, Ratings] = {}
     owner = {name: "a judge" for name in taken}
     for path in map(Path, paths):
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except FileNotFoundError:
-            raise MetrobenchError(f"{path}: no such ratings file") from None
-        except UnicodeDecodeError:
-            raise MetrobenchError(f"{path}: not UTF-8 text (a ratings CSV)") from None
-        rows = [row for row in csv.reader(text.splitlines()) if any(cell.strip() for cell in row)]
-        if len(rows) < 2 or len(rows[0]) < 2:
-            raise MetrobenchError(f"{path}: empty: a ratings CSV has a header (id, rater, ...) and a row per "
-                                  "rated pair")
-        header = [cell.strip() for cell in rows[0]]
-        mine: dict[str, Ratings] = {}
-        for name in header[1:]:
-            if not name:
-                raise MetrobenchError(f"{path}: line 1: a rater column without a name")
-            if name in mine or name in owner:
-                where = "this file" if name in mine else owner[name]
-                raise MetrobenchError(f"{path}: line 1: rater column {name!r} is duplicated ({where} has it)")
-            mine[name] = {}
-        seen: set[int] = set()
-        for line, row in enumerate(rows[1:], start=2):
-            if len(row) != len(header):
-                raise MetrobenchError(f"{path}: line {line}: {len(row)} fields, the header has {len(header)}")
-            text_id = row[0].strip()
-            pair = int(text_id) if text_id.isascii() and text_id.isdigit() else None
-            if pair not in known:
-                raise MetrobenchError(f"{path}: line {line}: field {header[0] or 'id'}: {text_id!r} is not a "
-                                      "pair id of the calibration sample")
-            if pair in seen:
-                raise MetrobenchError(f"{path}: line {line}: pair {pair} is rated on an earlier line too")
-            seen.add(pair)
-            for name, cell in zip(header[1:], row[1:]):
-                value = cell.strip()
-                if value and value not in RATINGS:
-                    raise MetrobenchError(f"{path}: line {line}: pair {pair}: field {name}: {value!r} is not a "
-                                          "rating (0, 1, 2, or blank for not rated)")
-                mine[name][pair] = RATINGS.get(value)
-        for name in mine:
+        pairs, mine = read_ratings_csv(path, pair_id, item="pair", taken=owner)
+        for name, column in mine.items():
+            raters[name] = dict(zip(pairs, column))
             owner[name] = str(path)
-        raters.update(mine)
     return raters
 
 

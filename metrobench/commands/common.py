@@ -23,6 +23,8 @@ from metrobench.errors import MetrobenchError
 PROVIDERS = ("llama_cpp", "openai", "azure", "azure_responses", "mistral", "scripted")
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from metrobench.data import Benchmark
     from metrobench.data.models import Case
     from metrobench.agents.runner.config import ModelConfig
@@ -80,6 +82,11 @@ def _positive(text: str) -> float:
     return value
 
 
+def positive(text: str) -> float:
+    """A finite number above 0 (seconds of a deadline: 0 would fail every request)."""
+    return _positive(text)
+
+
 def fraction(text: str) -> float:
     """A fraction strictly between 0 and 1 (0 or 1 would put every case on one side)."""
     value = _finite(text)
@@ -101,6 +108,22 @@ def name_list(text: str) -> str:
     items = [item.strip() for item in text.split(",")]
     if not all(items):
         raise argparse.ArgumentTypeError("an empty item in the list (give comma-separated names, none empty)")
+    return ",".join(items)
+
+
+#: The one name ``--system`` takes for every system (``eval``).
+ALL_SYSTEMS = "all"
+
+
+def system_list(text: str) -> str:
+    """``eval --system``: ``all`` alone, or a comma-separated list of systems (:func:`name_list`).
+
+    ``all`` in a list (``all,marta``) is refused saying so: it already means every system, and read
+    as a system name it was refused as unknown by the very message that offers it."""
+    items = name_list(text).split(",")
+    if ALL_SYSTEMS in items and len(items) > 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: {ALL_SYSTEMS} stands alone (every system): give "
+                                         f"{ALL_SYSTEMS}, or a list of systems without it")
     return ",".join(items)
 
 
@@ -149,18 +172,46 @@ def system_names() -> tuple[str, ...]:
     return SYSTEMS
 
 
-def open_bench(data: str | None) -> Benchmark:
-    """The benchmark at ``data`` (``--data``; ``None``: the default root, :meth:`Benchmark.open`)."""
+#: Where this process found each benchmark root (resolved root -> what said so), the first time it
+#: opened it; and the roots whose ``benchmark data:`` line it has printed. ``eval`` opens the root,
+#: then its runs open it again under ``--data ROOT``: the line is printed once and names what
+#: first named the root ($METROBENCH_DATA, not the ``--data`` eval passed on).
+_FOUND: dict[Path, str] = {}
+_SAID: set[Path] = set()
+
+
+def _source_words(source: str) -> str:
+    """What named the root, as the line says it: ``$METROBENCH_DATA`` for the variable."""
+    from metrobench.data.root import ENV_VAR
+
+    return f"${ENV_VAR}" if source == ENV_VAR else source
+
+
+def open_bench(data: str | None, *, say: bool = False) -> Benchmark:
+    """The benchmark at ``data`` (``--data``; ``None``: the default root, :meth:`Benchmark.open`).
+
+    ``say``: print ``benchmark data: ROOT (from SOURCE)`` on stdout, once per process and root (the
+    workflow says it at its start; ``run``, ``bench``, ``score`` and ``eval`` say it too, so a
+    result is never read without knowing which copy of the data it was made on). Off for commands
+    whose stdout is data (``replay``, ``serve-tools``)."""
     from metrobench.data import Benchmark
+    from metrobench.data.root import locate_root
 
-    return Benchmark.open(data)
+    _, source = locate_root(data)
+    bench = Benchmark.open(data)
+    _FOUND.setdefault(bench.root, source)
+    if say and bench.root not in _SAID:
+        _SAID.add(bench.root)
+        print(f"benchmark data: {bench.root} (from {_source_words(_FOUND[bench.root])})", flush=True)
+    return bench
 
 
-def verified_bench(data: str | None, no_verify: bool) -> Benchmark:
-    """The benchmark, its pinned digests checked first unless ``no_verify`` (once per process)."""
+def verified_bench(data: str | None, no_verify: bool, *, say: bool = False) -> Benchmark:
+    """The benchmark, its pinned digests checked first unless ``no_verify`` (once per process);
+    ``say`` as :func:`open_bench`."""
     from metrobench.data.root import verify_once
 
-    bench = open_bench(data)
+    bench = open_bench(data, say=say)
     if not no_verify:
         verify_once(bench.root)
     return bench
@@ -254,8 +305,12 @@ def run_selection(bench: Benchmark, *, system: str, partition: str, split: str |
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
-    """The options of ``run`` and ``bench``: system, model settings, case selection, transcript."""
+    """The options of ``run`` and ``bench``: system, model settings, case selection, transcript.
+
+    ``--no-verify``: the data's pinned digests are checked first, as ``eval`` and ``score`` check
+    them (:func:`verified_bench`), so a run is never made on an edited copy unnoticed."""
     add_data(p)
+    add_verify(p)
     p.add_argument("--system", required=True, choices=system_names())
     add_model_options(p)
     add_case_options(p)

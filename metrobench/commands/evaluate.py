@@ -52,7 +52,9 @@ ALL = "all"
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("eval", help="a model on every system (or some): run, resumable, then score and summary")
     add_data(p)
-    p.add_argument("--system", type=name_list, default=ALL,
+    from metrobench.commands.common import system_list  # issue 51: `all` alone, not in a list
+
+    p.add_argument("--system", type=system_list, default=ALL,
                    help="comma-separated systems, or all (default: all six)")
     add_model_options(p)
     add_case_options(p, "the cases each system runs (default: holdout, the summary's and the paper's headline's)")

@@ -177,12 +177,17 @@ def _add_agreement(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
-    from metrobench.stats.agreement import agreement_table, read_ratings
+    from metrobench.stats.agreement import agreement_table
 
     if args.ratings:
+        from metrobench.calibration.table import any_item, read_ratings_csv
+
         if args.ratings_out:
             raise MetrobenchError("judge-agreement: --ratings-out goes with --judge-cache or --scores")
-        ratings = read_ratings(Path(args.ratings))
+        # Table 1's reader (issue 51): a repeated rater column or item, UTF-16, `;` are handled alike
+        _, ratings = read_ratings_csv(Path(args.ratings), any_item)
+        if len(ratings) < 2:
+            raise MetrobenchError(f"{args.ratings}: one rater column ({', '.join(ratings)}); agreement needs two")
     else:
         from metrobench.atomic import write_text
         from metrobench.calibration.sources import common, from_caches, from_scores

@@ -11,6 +11,9 @@ another job that holds ``W``; an ``--out`` that is ``W`` under another spelling 
 :func:`~metrobench.commands.common.model_config` (study config, model config or flags) and the cases from
 :func:`~metrobench.commands.common.run_selection`,
 recorded in every record (:mod:`metrobench.transcripts.selection`) for ``score`` to read.
+Both first check the benchmark's pinned digests, as ``eval`` and ``score`` do
+(:func:`~metrobench.commands.common.verified_bench`; ``--no-verify`` skips it): a run made on an
+edited copy would be scored against cases the model never saw (``score`` refuses its records).
 ``bench`` takes the transcript's lock before it starts the server; with ``--require-gpu`` it first
 refuses a GPU row (``n_gpu_layers > 0``) on a build that would serve it on the CPU
 (:func:`metrobench.agents.serving.require_gpu`), and a GGUF whose own header says it does not fit
@@ -34,8 +37,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metrobench.commands.common import (ModelFlags, Subparsers, add_run_options, model_config, open_bench,
-                                        run_selection)
+from metrobench.commands.common import (ModelFlags, Subparsers, add_run_options, model_config, run_selection,
+                                        verified_bench)
 from metrobench.errors import MetrobenchError
 from metrobench.layout import teacher_work_path
 
@@ -172,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cfg, work = run_config(args)
     _check_paths(args, work)
-    bench = open_bench(args.data)
+    bench = verified_bench(args.data, getattr(args, "no_verify", False), say=True)  # as eval and score verify
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
     from metrobench.agents.serving_record import hosted_record
@@ -195,7 +198,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     cfg, work = run_config(args)
     _check_paths(args, work)
     check_fit(cfg, args)                 # before anything is loaded: the GGUF's own header against the card
-    bench = open_bench(args.data)
+    bench = verified_bench(args.data, getattr(args, "no_verify", False), say=True)  # as eval and score verify
     check_name("model", cfg.name)
     selection, cases = _run_selection(args, bench)
     log = Path(args.server_log) if args.server_log else None

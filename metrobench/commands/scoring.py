@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metrobench.commands.common import Subparsers, add_data, add_selection, add_verify, at_least_one, \
-    env_name, http_url, port_number, verified_bench
+from metrobench.commands.common import Subparsers, add_data, add_selection, add_verify, \
+    at_least_one, env_name, http_url, port_number, positive, verified_bench
 from metrobench.vocabulary import REPORT_PARTITIONS
 
 if TYPE_CHECKING:
@@ -50,11 +50,15 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judge-key-env", type=env_name, help="environment variable holding the judge's API key")
     p.add_argument("--judge-cache", help="judgment cache (default: DIR.judge-cache.jsonl)")
     p.add_argument("--judge-concurrency", type=at_least_one, default=4)
+    p.add_argument("--judge-timeout", type=positive, metavar="SECONDS",
+                   help="seconds per judge request, sending to the last byte (default: 60 anthropic, 120 openai)")
+    p.add_argument("--judge-attempts", type=at_least_one, metavar="N",
+                   help="tries per judgment before the run fails (default 6)")
     p.add_argument("--errata", default="", help="comma-separated errata to apply (default: none)")
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    score_runs(args, verified_bench(args.data, args.no_verify), list(args.run), Path(args.out))
+    score_runs(args, verified_bench(args.data, args.no_verify, say=True), list(args.run), Path(args.out))
     return 0
 
 
@@ -71,7 +75,8 @@ def score_runs(args: argparse.Namespace, bench: Benchmark, runs: list[str], out:
     cache = Path(args.judge_cache) if args.judge_cache else out.with_name(out.name + ".judge-cache.jsonl")
     judge = make_judge(args.judge, model=args.judge_model, base_url=args.judge_url,
                        api_key_env=args.judge_key_env, cache_path=cache,
-                       concurrency=args.judge_concurrency)
+                       concurrency=args.judge_concurrency, timeout_s=getattr(args, "judge_timeout", None),
+                       attempts=getattr(args, "judge_attempts", None))
     partitions = load_split(bench, args.split)
     for run in runs:
         before = judge.unparsed if judge is not None else 0
@@ -83,7 +88,7 @@ def score_runs(args: argparse.Namespace, bench: Benchmark, runs: list[str], out:
             note += f", {judge.unparsed - before} judge replies unparseable (scored 1 of 2)"
         print(f"scored {run}: {len(scored.scores)} cases of {scored.system}{note} -> {scored.path}")
     if judge is not None:
-        print(f"judge {judge.model}: {judge.hits} cached, {judge.misses} new judgments; {judge.unparsed} of "
+        print(f"judge {judge.describe()}: {judge.hits} cached, {judge.misses} new judgments; {judge.unparsed} of "
               f"{judge.judged} replies unparseable (no 'Score: N': scored 1 of 2, as the reference scores them)")
 
 

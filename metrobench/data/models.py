@@ -13,6 +13,9 @@ does not turn them into floats.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, create_model
@@ -313,3 +316,16 @@ class Case(_Open):
     def raw(self) -> dict[str, Any]:
         """The case exactly as parsed from JSON (the scorer reads optional fields from it)."""
         return self._raw
+
+
+def case_digest(raw: Mapping[str, Any]) -> str:
+    """The digest of a case as parsed from JSON (:attr:`Case.raw`): what every record carries as
+    ``meta.case_sha``. Here, below the runner that writes it and the scorer that checks it, so both
+    compute it one way (a resume refuses a changed case; the scorer refuses a record run on other case
+    data than the data it scores against)."""
+    return hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def case_hash(case: Case) -> str:
+    """:func:`case_digest` of ``case`` (``meta.case_sha`` of its records)."""
+    return case_digest(case.raw)

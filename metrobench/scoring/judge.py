@@ -8,7 +8,12 @@ written anywhere.
 Unlike the reference, whose cache key was only component + case + answer text
 (so a changed rubric or judge model silently reused old judgments, spec §13
 #12), a cached judgment here is keyed by component, case id, answer text, the
-full rubric prompt, the system instruction and the judge model. The cache is
+full rubric prompt, the system instruction and the judge model, and, for a judge at another
+endpoint than its provider's own (``--judge-url``, or the SDK's ``*_BASE_URL`` variable), by the
+judge's identity too (:class:`JudgeIdentity`: provider, endpoint as ``scheme://host:port``, served
+model): a stand-in tried under a name and a real judge at another URL under the same name never
+share a judgment (issue 51). An entry written before identities were keyed reads as before and is
+reused only by a judge at its provider's own endpoint, the one the name alone meant. The cache is
 an append-only JSONL file: a killed scoring run keeps every judgment it paid for.
 A line it cannot use (cut by a killed writer, not UTF-8, not JSON, no verdict) is
 skipped with one warning naming the file and its lines, and that judgment is asked
@@ -19,7 +24,11 @@ entries without it read as before.
 
 Every request has a total deadline (``timeout`` seconds from sending to the last
 byte), not only a per-read one: a server trickling its reply a byte at a time is cut
-off and retried like any timeout. The backends run the SDKs' async clients on one
+off and retried like any timeout; ``--judge-timeout`` and ``--judge-attempts`` set the deadline
+and the tries (defaults 60 s anthropic, 120 s openai; 6 tries). A judge that keeps every request
+waiting (an endpoint that accepts and never answers) is named after a few seconds
+(:attr:`Judge.notice_s`): what is waited for, how many requests, and how long it may take, so the
+silence has a reason and a remedy. The backends run the SDKs' async clients on one
 event-loop thread of their own for this. A reply's lone surrogates (``"\\ud800"``,
 which no UTF-8 writer accepts) become U+FFFD; a key a server quotes in an error is
 replaced by ``***``.
@@ -35,6 +44,7 @@ import re
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,14 +57,65 @@ from metrobench.scoring.rubrics import JUDGE_SYSTEM, JudgeTask, parse_reply, rep
 
 DEFAULT_ANTHROPIC_MODEL = "claude-haiku-4-5-20251001"
 MAX_TOKENS = 150
+#: Each backend's deadline per request (seconds, sending to the last byte) and the tries per judgment.
+DEFAULT_TIMEOUT_S = {"anthropic": 60.0, "openai": 120.0}
+DEFAULT_ATTEMPTS = 6
 
 
 class Backend(Protocol):
-    """Something that answers one (system, user) prompt pair with text."""
+    """Something that answers one (system, user) prompt pair with text (a backend may also carry an
+    ``identity``, :class:`JudgeIdentity`; one without, an in-process grader, is keyed by its model)."""
 
     model: str
 
     def complete(self, system: str, prompt: str) -> str: ...
+
+
+#: Each provider's own endpoint (the SDK's default) and the variable the SDK reads to replace it.
+DEFAULT_ENDPOINTS = {"anthropic": ("https://api.anthropic.com", "ANTHROPIC_BASE_URL"),
+                     "openai": ("https://api.openai.com/v1", "OPENAI_BASE_URL")}
+
+
+def endpoint_of(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (the port spelled out, host lower-case; no path, no credentials)."""
+    parts = urllib.parse.urlsplit(url.strip())
+    scheme = (parts.scheme or "http").lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    port = port or (443 if scheme == "https" else 80)
+    host = (parts.hostname or "").lower()
+    return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+
+
+@dataclass(frozen=True)
+class JudgeIdentity:
+    """Which judge answered: its provider, endpoint (``scheme://host:port``) and served model.
+
+    ``default``: the provider's own endpoint (no ``--judge-url`` and no ``*_BASE_URL``), whose
+    judgments a cache written before identities were keyed may hold under the model name alone."""
+
+    provider: str
+    endpoint: str
+    model: str
+    default: bool
+
+    @classmethod
+    def of(cls, provider: str, model: str, base_url: str | None) -> JudgeIdentity:
+        """The identity of ``provider``'s judge ``model`` at ``base_url`` (None: as the SDK resolves it)."""
+        own, variable = DEFAULT_ENDPOINTS[provider]
+        url = base_url or os.environ.get(variable) or own
+        endpoint = endpoint_of(url)
+        return cls(provider, endpoint, model, endpoint == endpoint_of(own))
+
+    def key_part(self) -> str | None:
+        """What the cache key adds for this judge: nothing at the provider's own endpoint (old keys
+        stay valid there), else provider and endpoint."""
+        return None if self.default else f"{self.provider} {self.endpoint}"
+
+    def __str__(self) -> str:
+        return f"{self.model} ({self.provider} at {self.endpoint})"
 
 
 class JudgeText(str):
@@ -141,7 +202,8 @@ class AnthropicBackend:
     """Claude through the Messages API (``ANTHROPIC_API_KEY``; base URL overridable for tests)."""
 
     def __init__(self, model: str = DEFAULT_ANTHROPIC_MODEL, *, base_url: str | None = None,
-                 api_key_env: str = "ANTHROPIC_API_KEY", timeout: float = 60.0) -> None:
+                 api_key_env: str = "ANTHROPIC_API_KEY", timeout: float | None = None) -> None:
+        timeout = timeout or DEFAULT_TIMEOUT_S["anthropic"]
         _check_endpoint("anthropic", base_url, api_key_env)
         key = os.environ.get(api_key_env)
         if not key:
@@ -152,6 +214,8 @@ class AnthropicBackend:
             raise MetrobenchError("judge backend anthropic needs the anthropic package: "
                                   "pip install 'metrobench[judge]'") from None
         self.model = model
+        self.timeout_s = timeout
+        self.identity = JudgeIdentity.of("anthropic", model, base_url)
         self._key = key
         self._http = _Deadline(lambda: anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0,
                                                                 timeout=timeout), timeout)
@@ -175,7 +239,8 @@ class OpenAIBackend:
     """Any OpenAI-compatible chat endpoint (a local llama.cpp server, OpenAI, ...)."""
 
     def __init__(self, model: str, *, base_url: str | None = None,
-                 api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0) -> None:
+                 api_key_env: str = "OPENAI_API_KEY", timeout: float | None = None) -> None:
+        timeout = timeout or DEFAULT_TIMEOUT_S["openai"]
         try:
             import openai
         except ImportError:
@@ -186,6 +251,8 @@ class OpenAIBackend:
         if not key:
             raise MetrobenchError(f"judge backend openai: set {api_key_env} or give a base URL")
         self.model = model
+        self.timeout_s = timeout
+        self.identity = JudgeIdentity.of("openai", model, base_url)
         self._key = key
         self._http = _Deadline(lambda: openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0,
                                                           timeout=timeout), timeout)
@@ -223,9 +290,11 @@ def _send(http: _Deadline, backend: str, key: str, request: Callable[[Any], Awai
         raise _classify(exc, backend, key) from None
 
 
-def cache_key(task: JudgeTask, model: str, system: str = JUDGE_SYSTEM) -> str:
-    material = json.dumps([task.component, task.case_id, task.response_text, task.prompt, system,
-                           model], ensure_ascii=False)
+def cache_key(task: JudgeTask, model: str, system: str = JUDGE_SYSTEM, identity: str | None = None) -> str:
+    """The judgment's key: what was asked, of which model, and (``identity``,
+    :meth:`JudgeIdentity.key_part`) at which endpoint when not the provider's own."""
+    fields = [task.component, task.case_id, task.response_text, task.prompt, system, model]
+    material = json.dumps(fields if identity is None else [*fields, identity], ensure_ascii=False)
     # surrogatepass: an answer holding a lone surrogate still has a key (others' bytes are unchanged)
     return hashlib.sha256(material.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -325,8 +394,11 @@ class Judge:
     backend: Backend
     cache: JudgeCache = field(default_factory=lambda: JudgeCache(None))
     concurrency: int = 4
-    max_attempts: int = 6
+    max_attempts: int = DEFAULT_ATTEMPTS
     base_delay: float = 1.0
+    #: Seconds without a reply, requests waiting, before one line says what is waited for.
+    notice_s: float = 5.0
+    notice: Callable[[str], None] | None = None
     hits: int = 0
     misses: int = 0
     #: Verdicts resolved (cached or new), and those whose reply had no ``Score: N`` to read (scored 1).
@@ -337,8 +409,19 @@ class Judge:
     def model(self) -> str:
         return self.backend.model
 
+    @property
+    def identity(self) -> JudgeIdentity | None:
+        """The backend's :class:`JudgeIdentity` (None: an in-process grader, keyed by its model)."""
+        return getattr(self.backend, "identity", None)
+
+    def describe(self) -> str:
+        """The judge as ``score`` names it: its model and, where known, provider and endpoint."""
+        return str(self.identity) if self.identity is not None else self.model
+
     def _ask(self, task: JudgeTask) -> dict[str, Any]:
         for attempt in range(1, self.max_attempts + 1):
+            with self._lock:
+                self._waiting[id(task)] = task
             try:
                 raw = self.backend.complete(JUDGE_SYSTEM, task.prompt)
                 break
@@ -347,22 +430,58 @@ class Judge:
                     raise MetrobenchError(f"judge {exc} after {attempt} attempts "
                                           f"(case {task.case_id}, {task.component})") from None
                 time.sleep(backoff_delay(attempt, self.base_delay, exc.retry_after))
+            finally:
+                with self._lock:
+                    self._waiting.pop(id(task), None)
+                    self._replies += 1
         score, reason = parse_reply(raw)
         verdict: dict[str, Any] = {"score": score, "reason": reason, "raw": raw.strip()}
         usage = getattr(raw, "usage", None)
         return verdict if usage is None else {**verdict, "usage": usage}
 
     def _resolve_one(self, task: JudgeTask) -> dict[str, Any]:
-        key = cache_key(task, self.model)
+        identity = self.identity
+        key = cache_key(task, self.model, identity=identity.key_part() if identity is not None else None)
         cached = self.cache.get(key)
         if cached is not None:
             self.hits += 1
             return cached
         self.misses += 1
         verdict = self._ask(task)
+        where = {} if identity is None else {"judge_provider": identity.provider, "judge_endpoint": identity.endpoint}
         self.cache.put(key, {"component": task.component, "case_id": task.case_id,
-                             "judge_model": self.model, **verdict})
+                             "judge_model": self.model, **where, **verdict})
         return verdict
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[int, JudgeTask] = {}   # requests sent and not answered (nor failed) yet
+        self._replies = 0                          # answers and failures so far
+
+    def waiting_line(self, seconds: float) -> str:
+        """What a stalled judge is waiting for: the judge, the requests, and how long they may take."""
+        with self._lock:
+            waiting = list(self._waiting.values())
+        first = f" (first: case {waiting[0].case_id}, {waiting[0].component})" if waiting else ""
+        timeout = getattr(self.backend, "timeout_s", None)
+        bound = (f"; each request may take up to {timeout:g} s, tried up to {self.max_attempts} times "
+                 "(--judge-timeout, --judge-attempts)") if timeout else ""
+        return (f"metrobench: note: judge {self.describe()}: no reply for {seconds:g} s, {len(waiting)} "
+                f"request{'' if len(waiting) == 1 else 's'} waiting{first}{bound}")
+
+    def _watch(self, done: threading.Event) -> None:
+        """Say once per silence what is waited for: no reply for :attr:`notice_s` while requests wait."""
+        notice = self.notice or (lambda line: print(line, file=sys.stderr, flush=True))
+        said_at = -1
+        while True:
+            replies = self._replies
+            if done.wait(self.notice_s):
+                return
+            with self._lock:
+                silent = self._replies == replies and bool(self._waiting)
+            if silent and replies != said_at:
+                notice(self.waiting_line(self.notice_s))
+                said_at = replies
 
     def resolve(self, tasks: Sequence[JudgeTask]) -> list[dict[str, Any]]:
         """Verdicts ``{score, reason, raw}`` for ``tasks``, in order."""
@@ -370,8 +489,15 @@ class Judge:
             return []
         from concurrent.futures import ThreadPoolExecutor  # here: it imports logging, and Tier 1 needs neither
 
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
-            verdicts = list(pool.map(self._resolve_one, tasks))
+        done = threading.Event()
+        watcher = threading.Thread(target=self._watch, args=(done,), name="judge-watch", daemon=True)
+        watcher.start()
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, self.concurrency)) as pool:
+                verdicts = list(pool.map(self._resolve_one, tasks))
+        finally:
+            done.set()
+            watcher.join()
         self.judged += len(verdicts)
         # a cache entry from before ``raw`` was kept counts as read
         self.unparsed += sum(not reply_parsed(v["raw"]) for v in verdicts if isinstance(v.get("raw"), str))
@@ -380,17 +506,22 @@ class Judge:
 
 def make_judge(kind: str, *, model: str | None = None, base_url: str | None = None,
                api_key_env: str | None = None, cache_path: Path | None = None,
-               concurrency: int = 4) -> Judge | None:
-    """The judge for ``--judge none|anthropic|openai``."""
+               concurrency: int = 4, timeout_s: float | None = None,
+               attempts: int | None = None) -> Judge | None:
+    """The judge for ``--judge none|anthropic|openai``; ``timeout_s`` (``--judge-timeout``) and
+    ``attempts`` (``--judge-attempts``): each request's deadline and the tries per judgment (None:
+    :data:`DEFAULT_TIMEOUT_S`, :data:`DEFAULT_ATTEMPTS`)."""
     if kind == "none":
         return None
     if kind == "anthropic":
         backend: Backend = AnthropicBackend(model or DEFAULT_ANTHROPIC_MODEL, base_url=base_url,
-                                            api_key_env=api_key_env or "ANTHROPIC_API_KEY")
+                                            api_key_env=api_key_env or "ANTHROPIC_API_KEY", timeout=timeout_s)
     elif kind == "openai":
         if not model:
             raise MetrobenchError("judge backend openai: name the model with --judge-model")
-        backend = OpenAIBackend(model, base_url=base_url, api_key_env=api_key_env or "OPENAI_API_KEY")
+        backend = OpenAIBackend(model, base_url=base_url, api_key_env=api_key_env or "OPENAI_API_KEY",
+                                timeout=timeout_s)
     else:
         raise MetrobenchError(f"unknown judge {kind!r}: use none, anthropic or openai")
-    return Judge(backend, JudgeCache(cache_path), concurrency=concurrency)
+    return Judge(backend, JudgeCache(cache_path), concurrency=concurrency,
+                 max_attempts=attempts or DEFAULT_ATTEMPTS)

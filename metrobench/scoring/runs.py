@@ -86,5 +86,5 @@ def score_run(bench: Benchmark, run_path: Path | str, *, judge: Judge | None,
     check_run_model(run, model)
     name = check_name("model", model or run.model)
     scorer = Scorer(bench.system(system), errata=errata, judge=judge)
-    scores = scorer.score([c.raw for c in cases], run.records, model=name, warn=warn)
+    scores = scorer.score([c.raw for c in cases], run.records, model=name, warn=warn, source=str(run.path))
     return ScoredRun(name, system, None, scores)

@@ -6,6 +6,12 @@ each score is clamped to its maximum (spec §7.2). The components, their tiers
 and those defaults are declared in :mod:`metrobench.scoring.registry`. Judged components are
 collected over the whole run first and sent to the judge together, so a
 concurrent backend is used fully and cached judgments cost nothing.
+
+A record is scored only against the case it was run on: one whose ``meta.case_sha`` (the digest
+of the case as the runner read it, :func:`metrobench.data.models.case_digest`) differs from the
+case being scored was run on another copy of the benchmark or before an edit, and the whole run is
+refused (:func:`check_case_digests`), naming the cases and their count. Records without a digest
+(old transcripts, the reference's result JSON) are scored as before.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metrobench.data.loader import SystemData
+from metrobench.data.models import case_digest
+from metrobench.errors import MetrobenchError
 from metrobench.scoring.coerce import response_of, tool_calls_of
 from metrobench.scoring.components import CaseView
 from metrobench.scoring.judge import Judge
@@ -75,6 +83,29 @@ def applicable(case: dict[str, Any]) -> list[tuple[str, float]]:
     return [(c.name, maximum) for c, maximum in applicable_specs(case)]
 
 
+def check_case_digests(cases: Sequence[dict[str, Any]], records: dict[str, CaseRecord],
+                       source: str = "") -> None:
+    """Refuse records run on other case data than ``cases`` (their ``meta.case_sha`` differs).
+
+    Why refuse rather than score: a record answers the case the model was shown; scored against an
+    edited case, a right answer counts as wrong (issue 51: Tier 1 82.2 where the agent scores 100.0),
+    and nothing in the scores would say so. Only each case's scored record (``records``, the
+    latest) is checked: an older, superseded one (``--rerun-changed``) may differ."""
+    by_id = {case["id"]: case for case in cases}
+    stale = [case_id for case_id, record in records.items()
+             if case_id in by_id and isinstance(record.meta, dict) and record.meta.get("case_sha") is not None
+             and record.meta["case_sha"] != case_digest(by_id[case_id])]
+    if not stale:
+        return
+    shown = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
+    where = f"{source}: " if source else ""
+    count = f"{len(stale)} record{'' if len(stale) == 1 else 's'}"
+    raise MetrobenchError(
+        f"{where}{count} ({shown}) {'was' if len(stale) == 1 else 'were'} run on other case data than the "
+        f"benchmark being scored against (meta.case_sha differs): score with --data naming the copy they "
+        f"were run on, or rerun them (metrobench run --rerun-changed)")
+
+
 class Scorer:
     """Scores records of one system against its cases."""
 
@@ -116,8 +147,11 @@ class Scorer:
         return result
 
     def score(self, cases: Sequence[dict[str, Any]], records: Iterable[CaseRecord], *,
-              model: str = "", warn=None) -> list[CaseScore]:
-        """Score ``records`` against ``cases`` (case-file order); absent cases score as missing."""
+              model: str = "", warn=None, source: str = "") -> list[CaseScore]:
+        """Score ``records`` against ``cases`` (case-file order); absent cases score as missing.
+
+        A record run on other case data is refused (:func:`check_case_digests`; ``source`` names
+        the run file in that error)."""
         warn = warn or (lambda msg: print(f"metrobench: warning: {msg}", file=sys.stderr))
         known = {case["id"] for case in cases}
         ours = []
@@ -129,6 +163,7 @@ class Scorer:
         by_id, doubled = latest_records(ours)
         for case_id in doubled:
             warn(f"case {case_id} appears more than once: the last record is scored")
+        check_case_digests(cases, by_id, source)
         pending: list[tuple[ComponentScore, JudgeTask]] = []
         scores = []
         for case in cases:

@@ -32,7 +32,6 @@ second run on the same file refuses instead of doubling or losing cases.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import sys
@@ -44,7 +43,7 @@ from typing import Any, TextIO
 
 from metrobench.data.loader import SystemData
 from metrobench.data.root import SYSTEM_BY_PREFIX
-from metrobench.data.models import Case
+from metrobench.data.models import Case, case_hash  # case_hash: re-exported (plan and older callers import it here)
 from metrobench.errors import MetrobenchError
 from metrobench.agents.runner.client import ChatClient, RunStopped
 from metrobench.agents.runner.config import IN_PROCESS, ModelConfig
@@ -55,10 +54,6 @@ from metrobench.data.selection import Selection
 from metrobench.transcripts.records import (ENDINGS, CaseRecord, RunHeader, TranscriptWriter, current_records,
                                             ending, iter_transcript, read_header, read_transcript, rerun_on_resume,
                                             transcript_lock, write_transcript)
-
-
-def case_hash(case: Case) -> str:
-    return hashlib.sha256(json.dumps(case.raw, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def changed_cases(current: dict[str, CaseRecord], hashes: dict[str, str]) -> list[str]:
