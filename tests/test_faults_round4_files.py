@@ -223,3 +223,66 @@ def test_the_run_jobs_check_refuses_a_broken_file_before_its_server(tmp_path):
     with pytest.raises(MetrobenchError) as exc:
         run_refusal(cfg, gguf, study.gpu)
     one_line(exc, gguf, "llama.block_count")
+
+
+# --- item 14: downloads retry within the call, and a proxy's 206 from byte 0 restarts the file once --------
+
+
+@pytest.fixture
+def hub():
+    from test_downloads import NAME
+    from test_models_lock import BASE, BASE_REPO, COMMIT, GGUF, GGUF_REPO
+
+    from metrobench.standins.hf_hub import FakeHub
+
+    with FakeHub({GGUF_REPO: {NAME: GGUF}, BASE_REPO: BASE}, COMMIT) as server:
+        yield server
+
+
+def test_a_download_cut_once_is_resumed_within_the_call(tmp_path, hub):
+    """Round 3's regression: one network reset stopped the fetch job ("rerun to resume"). Now the call
+    tries again from the bytes on disk, says so in one line, and ends with the verified file."""
+    from test_downloads import CDN_PATH, DEST, NAME, PART, fetch, locked
+    from test_models_lock import GGUF
+
+    locked(tmp_path, hub)
+    hub.cut_after[NAME] = [1000]                 # the first answer stops after 1,000 bytes; the next is whole
+    done = fetch(tmp_path, hub)
+    assert done.returncode == 0, done.stderr
+    assert hub.ranges == [(CDN_PATH, None), (CDN_PATH, "bytes=1000-")]
+    assert (tmp_path / DEST).read_bytes() == GGUF and not (tmp_path / PART).exists()
+    assert "cut short (RemoteProtocolError) after 1000 of" in done.stderr and "resuming from byte 1000 (try 2 of 4)" \
+        in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_206_from_byte_0_restarts_the_file_once_instead_of_a_dead_end(tmp_path, hub):
+    """A proxy that answers a resumed download's ``Range: bytes=N-`` with ``206`` from byte 0: every rerun
+    used to stop the same way. Now the part is emptied and the file asked for whole, once."""
+    from test_downloads import CDN_PATH, DEST, NAME, PART, fetch, locked
+    from test_models_lock import GGUF
+
+    locked(tmp_path, hub)
+    (tmp_path / PART).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / PART).write_bytes(GGUF[:500])    # a part left by an earlier cut
+    hub.from_zero[NAME] = 1
+    done = fetch(tmp_path, hub)
+    assert done.returncode == 0, done.stderr
+    assert hub.ranges == [(CDN_PATH, "bytes=500-"), (CDN_PATH, None)]
+    assert (tmp_path / DEST).read_bytes() == GGUF and not (tmp_path / PART).exists()
+    assert f"bytes 0-{len(GGUF) - 1}/{len(GGUF)}': restarting the file from byte 0" in done.stderr
+
+
+def test_a_proxy_ignoring_every_range_start_is_one_line_after_one_restart(tmp_path, hub):
+    """Cut after the restart, and the resume misanswered again: one line naming the proxy, not a loop."""
+    from test_downloads import DEST, NAME, PART, fetch, locked
+    from test_models_lock import GGUF, one_error
+
+    locked(tmp_path, hub)
+    (tmp_path / PART).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / PART).write_bytes(GGUF[:500])
+    hub.from_zero[NAME] = 10
+    hub.cut_after[NAME] = [0, 700]               # the first (misanswered) and the restart both cut
+    line = one_error(fetch(tmp_path, hub))
+    assert "asked for the bytes from 700 on, the hub answered" in line and "again after a restart from byte 0" \
+        in line and f"the part is kept in {PART}" in line, line
+    assert len(hub.ranges) == 3 and not (tmp_path / DEST).exists()
