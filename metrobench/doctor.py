@@ -491,10 +491,15 @@ def check_gpu_fit(study: StudyConfig | None, device=_device_gib) -> list[Check]:
     """Every GPU job's memory estimate against the configured card (``gpu``), and that card against
     the device torch sees: a card smaller than configured is a failure, no device a note."""
     from metrobench.footprint.fit import refusal, study_lock, study_needs
+    from metrobench.footprint.gguf_header import GgufError
 
     if study is None or study.gpu is None:
         return []
-    gpu, needs = study.gpu, study_needs(study, study_lock(study))
+    gpu = study.gpu
+    try:
+        needs = study_needs(study, study_lock(study))
+    except GgufError as exc:           # a served file that does not read: no estimate to hold to the card
+        return [Check("FAIL", "gpu memory", str(exc))]
     card = f"{gpu.name}, {gpu.memory_gib:g} GiB"
     problem = refusal(study, needs, "gpu memory")
     top = max(needs, key=lambda need: need.gib, default=None)
@@ -698,6 +703,23 @@ def check_lock(study: StudyConfig | None) -> list[Check]:
     return [Check("ok", "models lock", f"{path}: {len(lock.gguf)} GGUF files and {len(lock.bases)} bases locked")]
 
 
+def unreadable_ggufs(needs: StudyNeeds, base: Path) -> list[str]:
+    """``model: error`` for each present GGUF whose header does not read (bounded, metadata only:
+    :mod:`metrobench.footprint.gguf_header`). Why here: a truncated transfer or an HTML page saved under
+    the file's name is present, so "all GGUFs present" alone would call the study ready."""
+    from metrobench.footprint.architectures import header_arch
+    from metrobench.footprint.gguf_header import GgufError
+
+    broken = []
+    for name, path in needs.ggufs.items():
+        if (base / path).is_file():
+            try:
+                header_arch(base / path)
+            except GgufError as exc:
+                broken.append(f"{name}: {exc}")
+    return broken
+
+
 def check_models(needs: StudyNeeds, base: Path, study: StudyConfig | None = None) -> list[Check]:
     fetched = set(study.downloads.gguf) if study is not None else set()
     missing = [f"{name} ({path})" for name, path in needs.ggufs.items()
@@ -707,6 +729,9 @@ def check_models(needs: StudyNeeds, base: Path, study: StudyConfig | None = None
     if missing:
         return [Check("FAIL", "model files", f"{len(missing)} of {len(needs.ggufs)} GGUFs missing: "
                       + ", ".join(missing[:4]) + (" …" if len(missing) > 4 else ""))]
+    broken = unreadable_ggufs(needs, base)
+    if broken:
+        return [Check("FAIL", "model files", broken[0] + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""))]
     later = sum(1 for path in needs.ggufs.values() if not (base / path).is_file())
     return [Check("ok", "model files", f"all {len(needs.ggufs)} GGUFs present" if not later else
                   f"{len(needs.ggufs) - later} of {len(needs.ggufs)} GGUFs present, {later} fetched by the "

@@ -105,10 +105,12 @@ def test_a_present_gguf_is_read_from_its_header(tmp_path):
     assert arch.host_bytes and arch.source.endswith(".gguf") and not arch.provisional
     est = serving_estimate(arch, 100e6, 8192, parallel=1)
     assert est.parts["kv"] * GIB == 30 * 3 * (64 + 64) * 2 * 8192
-    # a file that is not a GGUF: the table's entry for its name
+    # a file that is there but not a GGUF: its error, never the table's entry for its name (issue 51)
     fake = tmp_path / "Llama-3.1-8B-Instruct-Q8_0.gguf"
     fake.write_bytes(b"not a gguf")
-    assert arch_of(fake) == table_arch("llama-3.1-8b") and arch_of(fake).source == "table"
+    with pytest.raises(MetrobenchError, match="not a GGUF file"):
+        arch_of(fake)
+    assert arch_of(tmp_path / "absent" / fake.name) == table_arch("llama-3.1-8b")
 
 
 def test_a_hybrids_header_gives_its_attention_blocks_and_recurrent_state(tmp_path):

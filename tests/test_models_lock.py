@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,12 +42,19 @@ def metrobench(tmp_path: Path, hub: FakeHub | None, *args: str, offline: bool = 
                           capture_output=True, text=True, timeout=120)
 
 
+#: A download's notice of another try within its call (metrobench/hub/fetch.py), not an error.
+NOTICE = re.compile(r"; resuming from byte \d+ \(try \d+ of \d+\)$|: restarting the file from byte 0$")
+
+
 def one_error(done: subprocess.CompletedProcess) -> str:
     """The run failed with exactly one `metrobench: error:` line and no traceback; that line.
 
-    Download progress bars (huggingface_hub's, on stderr) may come before it: a user wants them."""
+    Download progress bars (huggingface_hub's, on stderr) and a download's notices of its tries within
+    the call ("...; resuming from byte N (try 2 of 4)", "...: restarting the file from byte 0") may come
+    before it: a user wants them."""
     assert done.returncode == 2, (done.stdout, done.stderr)
-    lines = [line for line in done.stderr.splitlines() if line.strip() and "%|" not in line]
+    lines = [line for line in done.stderr.splitlines() if line.strip() and "%|" not in line
+             and not NOTICE.search(line)]
     assert len(lines) == 1 and lines[0].startswith("metrobench: error: "), done.stderr
     return lines[0]
 

@@ -112,70 +112,125 @@ def table_arch(name: str) -> Arch | None:
 
 
 def arch_of(path: str | Path) -> Arch | None:
-    """A served file's architecture: its header when the file is here, else the table's entry."""
+    """A served file's architecture: its header when the file is here (a file that does not read as a
+    GGUF raises :class:`~metrobench.footprint.gguf_header.GgufError`: never the table's guess for a
+    file that is there but broken), else the table's entry for its name."""
     if Path(path).is_file():
-        read = header_arch(Path(path))
-        if read is not None:
-            return read
+        return header_arch(Path(path))
     return table_arch(str(path))
 
 
-def _scalar(value: object) -> int:
-    """A header value that may be per layer (an array): its largest entry."""
-    if isinstance(value, (list, tuple)):
-        return max((int(v) for v in value), default=0)
-    return int(value)  # type: ignore[call-overload]
+#: Ranges of the header's counts and widths (inclusive): far beyond any released model, and
+#: small enough that nothing computed from them loops for long or overflows an estimate.
+MAX_BLOCKS = 4096
+RANGES = {"block_count": (1, MAX_BLOCKS), "attention.head_count": (0, 1 << 16),
+          "attention.head_count_kv": (0, 1 << 16), "attention.key_length": (0, 1 << 16),
+          "attention.key_length_mla": (0, 1 << 16), "attention.value_length": (0, 1 << 16),
+          "embedding_length": (1, 1 << 20), "feed_forward_length": (0, 1 << 22),
+          "expert_feed_forward_length": (0, 1 << 22), "expert_used_count": (0, 1 << 12),
+          "vocab_size": (1, 1 << 24), "full_attention_interval": (1, MAX_BLOCKS),
+          "nextn_predict_layers": (0, MAX_BLOCKS), "attention.sliding_window": (0, 1 << 24),
+          "ssm.inner_size": (0, 1 << 20), "ssm.state_size": (0, 1 << 16), "ssm.group_count": (0, 1 << 12),
+          "ssm.conv_kernel": (0, 1 << 10)}
+#: Keys llama.cpp accepts per block (an array with one entry a block) as well as one number.
+PER_BLOCK = {"attention.head_count", "attention.head_count_kv", "feed_forward_length",
+             "expert_feed_forward_length", "attention.recurrent_layers"}
 
 
-def header_arch(path: Path) -> Arch | None:
-    """The widths a GGUF's header states (None when the file is not a readable GGUF); a width
-    the header leaves out comes from the table's entry for the file's name, if any."""
+class _Meta:
+    """A header's metadata under one architecture's prefix, each value checked for its type and range."""
+
+    def __init__(self, path: Path, meta: dict, arch: str) -> None:
+        self.path, self.meta, self.arch = path, meta, arch
+
+    def fail(self, key: str, problem: str) -> Exception:
+        from metrobench.footprint.gguf_header import GgufError
+
+        return GgufError(f"{self.path}: GGUF header, {key}: {problem}")
+
+    def _checked(self, key: str, value: object, suffix: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"{value!r} is a {type(value).__name__}, not a whole number")
+        lo, hi = RANGES.get(suffix, (0, 1 << 32))
+        if not lo <= value <= hi:
+            raise self.fail(key, f"{value:,} is outside {lo:,}-{hi:,}: corrupt")
+        return value
+
+    def raw(self, suffix: str) -> int | list[int] | None:
+        """A count or width (an int), a per-block key's list, or None when absent."""
+        key = f"{self.arch}.{suffix}"
+        value = self.meta.get(key)
+        if value is None:
+            return None
+        if isinstance(value, list):
+            if suffix not in PER_BLOCK:
+                raise self.fail(key, "an array where one number belongs")
+            return [self._checked(key, int(v) if isinstance(v, bool) else v, suffix) for v in value]
+        if suffix == "attention.recurrent_layers":
+            raise self.fail(key, f"{value!r}: an array of one flag a block belongs here")
+        return self._checked(key, value, suffix)
+
+    def num(self, suffix: str) -> int | None:
+        """One number: a per-block list's largest entry."""
+        value = self.raw(suffix)
+        if isinstance(value, list):
+            return max(value, default=0)
+        return value
+
+
+def header_arch(path: Path) -> Arch:
+    """The widths a GGUF's header states; a width the header leaves out comes from the table's entry
+    for the file's name, if any. :class:`~metrobench.footprint.gguf_header.GgufError` (one line naming
+    the file and the key) when it does not read, or a count or width is missing, of the wrong type or
+    out of range (a negative block count, 2**40 blocks, a string where a number belongs)."""
     from metrobench.footprint.gguf_header import read_header
 
-    try:
-        header = read_header(path)
-    except (ValueError, OSError):
-        return None
+    header = read_header(path)
     meta = header.metadata
-    arch = str(meta.get("general.architecture", ""))
-    key = lambda suffix: meta.get(f"{arch}.{suffix}")  # noqa: E731
-    layers = key("block_count")
-    if not arch or layers is None:
-        return None
-    layers = int(layers)
+    arch = meta.get("general.architecture")
+    if not isinstance(arch, str) or not arch:
+        raise _Meta(path, meta, "").fail("general.architecture",
+                                         "missing" if arch is None else f"{arch!r} is not a name")
+    m = _Meta(path, meta, arch)
+    layers = m.num("block_count")
+    if layers is None:
+        raise m.fail(f"{arch}.block_count", "missing: the number of blocks is needed for the estimate")
     fallback = table_arch(path.name)
-    kv_counts = key("attention.head_count_kv")
-    per_layer = list(kv_counts) if isinstance(kv_counts, (list, tuple)) else None
-    recurrent = key("attention.recurrent_layers")
-    interval = key("full_attention_interval") or (HYBRID_INTERVAL if arch in HYBRIDS else None)
-    predict = int(key("nextn_predict_layers") or 0)   # MTP blocks: attention, never recurrent
-    if isinstance(recurrent, (list, tuple)):
-        kv_layers = layers - sum(1 for flag in recurrent if flag)
+    kv_counts = m.raw("attention.head_count_kv")
+    per_layer = kv_counts if isinstance(kv_counts, list) else None
+    recurrent = m.raw("attention.recurrent_layers")
+    interval = m.num("full_attention_interval") or (HYBRID_INTERVAL if arch in HYBRIDS else None)
+    predict = m.num("nextn_predict_layers") or 0   # MTP blocks: attention, never recurrent
+    if predict > layers:
+        raise m.fail(f"{arch}.nextn_predict_layers", f"{predict} is more than the {layers} blocks: corrupt")
+    if isinstance(recurrent, list):
+        kv_layers = layers - sum(1 for flag in recurrent[:layers] if flag)
     elif per_layer is not None:
-        kv_layers = sum(1 for n in per_layer if int(n) > 0)
+        kv_layers = sum(1 for n in per_layer[:layers] if n > 0)
     elif interval:   # as llama.cpp marks them (src/models/qwen35.cpp): block i is attention when (i+1) % interval == 0
-        kv_layers = sum(1 for i in range(layers - predict) if (i + 1) % int(interval) == 0) + predict
-    elif key("ssm.state_size") is not None:  # a pure recurrent model
+        kv_layers = (layers - predict) // interval + predict
+    elif m.num("ssm.state_size") is not None:  # a pure recurrent model
         kv_layers = 0
     else:
         kv_layers = layers
-    heads = _scalar(kv_counts) if kv_counts is not None else (fallback.kv_heads if fallback else 0)
-    key_length = key("attention.key_length") or key("attention.key_length_mla")
-    hidden = int(key("embedding_length") or (fallback.hidden if fallback else 0))
-    head = hidden // max(1, _scalar(key("attention.head_count") or 1))
+    heads = m.num("attention.head_count_kv")
+    heads = heads if heads is not None else (fallback.kv_heads if fallback else 0)
+    key_length = m.num("attention.key_length") or m.num("attention.key_length_mla")
+    hidden = m.num("embedding_length") or (fallback.hidden if fallback else 0)
+    head = hidden // max(1, m.num("attention.head_count") or 1)
     tokens = meta.get("tokenizer.ggml.tokens")
-    vocab = int(key("vocab_size") or (len(tokens) if tokens is not None else 0)
-                or (fallback.vocab if fallback else 0))
-    d_inner, d_state = int(key("ssm.inner_size") or 0), int(key("ssm.state_size") or 0)
-    groups, kernel = int(key("ssm.group_count") or 0), int(key("ssm.conv_kernel") or 0)
-    ffn = _scalar(key("expert_feed_forward_length") or 0) * int(key("expert_used_count") or 0) \
-        or _scalar(key("feed_forward_length") or 0)
+    vocab = m.num("vocab_size") or (min(len(tokens), RANGES["vocab_size"][1]) if tokens is not None else 0) \
+        or (fallback.vocab if fallback else 0)
+    d_inner, d_state = m.num("ssm.inner_size") or 0, m.num("ssm.state_size") or 0
+    groups, kernel = m.num("ssm.group_count") or 0, m.num("ssm.conv_kernel") or 0
+    ffn = (m.num("expert_feed_forward_length") or 0) * (m.num("expert_used_count") or 0) \
+        or (m.num("feed_forward_length") or 0)
     embedding = header.tensor_bytes.get("token_embd.weight")
     params = header.parameters / 1e9
-    swa = int(key("attention.sliding_window") or 0)
+    swa = m.num("attention.sliding_window") or 0
     return Arch(
         name=arch, params_b=params, layers=layers, kv_layers=kv_layers, kv_heads=heads,
-        key_length=int(key_length or head), value_length=int(key("attention.value_length") or key_length or head),
+        key_length=key_length or head, value_length=m.num("attention.value_length") or key_length or head,
         hidden=hidden, vocab=vocab, ffn=ffn,
         swa_layers=fallback.swa_layers if swa and fallback else 0, swa_window=swa,
         conv_kernel=kernel, conv_channels=d_inner + 2 * groups * d_state if kernel else 0,

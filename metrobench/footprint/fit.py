@@ -8,7 +8,8 @@ model: configured llama.cpp rows and trained students; each student size's train
 its estimate; :func:`refusal` words the first that does not fit as the one error line
 ``metrobench plan``, ``metrobench doctor`` and the workflow's start give (the workflow
 checks every served model of the config, the plan only the jobs it plans). A GGUF that is not
-on disk yet is estimated from the architecture table; :func:`run_refusal` asks again in the
+on disk yet is estimated from the architecture table; one on disk that does not read as a GGUF
+(truncated, an HTML page, a corrupt header) is the row's error, never an estimate; :func:`run_refusal` asks again in the
 run job (``metrobench bench --gpu``), from the file's own header, before llama-server starts.
 """
 
@@ -44,9 +45,15 @@ class GpuNeed:
 
 
 def serving_need(study: StudyConfig, model: str, lock: LockFile | None) -> GpuNeed | None:
+    """A served model's need, else None (not on the GPU); a served file here that does not read as a
+    GGUF is the row's error (:class:`~metrobench.footprint.gguf_header.GgufError`, naming the model)."""
+    from metrobench.footprint.gguf_header import GgufError
     from metrobench.footprint.serving import model_serving
 
-    est = model_serving(study, model, lock)
+    try:
+        est = model_serving(study, model, lock)
+    except GgufError as exc:
+        raise GgufError(f"serving {model}: {exc}") from None
     return None if est is None else serving_need_of(model, est)
 
 
@@ -151,6 +158,12 @@ def study_lock(study: StudyConfig) -> LockFile | None:
 
 def check_study(study: StudyConfig, where: str) -> str | None:
     """The workflow's start: the refusal line for the config's served models and training, if any."""
+    from metrobench.footprint.gguf_header import GgufError
+
     if study.gpu is None or not study.gpu.enforce:
         return None
-    return refusal(study, study_needs(study, study_lock(study)), where)
+    try:
+        needs = study_needs(study, study_lock(study))
+    except GgufError as exc:          # a served file that does not read: no estimate, the row's error
+        return f"{where}: {exc}"
+    return refusal(study, needs, where)

@@ -171,7 +171,10 @@ def _estimate(serving: Serving, arch: Arch, size: float, source: str, quant: str
 
 
 def model_serving(study: StudyConfig, model: str, lock: LockFile | None = None) -> ServingEstimate | None:
-    """A model's server estimate on the GPU, or None (hosted, CPU-served, or no known architecture)."""
+    """A model's server estimate on the GPU, or None (hosted, CPU-served, or no known architecture).
+    A served file that is here but does not read as a GGUF raises
+    :class:`~metrobench.footprint.gguf_header.GgufError`: a truncated file's size or an HTML page's
+    absence of widths must not become an estimate that "fits"."""
     what = served(study, model)
     if what is None or not on_gpu(what.serving):
         return None
@@ -193,9 +196,9 @@ def file_serving(serving: Serving, file: Path) -> ServingEstimate | None:
 
     Why apart from :func:`model_serving`: that one is asked at config load, before a fetch job has
     brought the file, so its widths may be the table's guesses; this one is asked once the file is
-    here, just before llama-server would load it. A file that is not a readable GGUF falls back to the
-    table's entry for its name (llama-server then says what is wrong with it); None: not on the GPU,
-    not here, or no architecture known."""
+    here, just before llama-server would load it. A file that is not a readable GGUF raises
+    :class:`~metrobench.footprint.gguf_header.GgufError` naming the file and the field (never an
+    estimate from the table or from a broken file's size); None: not on the GPU or not here."""
     if not on_gpu(serving) or not file.is_file():
         return None
     arch = arch_of(file)

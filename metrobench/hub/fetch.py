@@ -8,7 +8,11 @@
   the next fetch asks only for the rest (``Range: bytes=<size of the part>-``,
   as ``huggingface_hub`` does within one call; its own partial files do not
   outlive the process, so the project streams the file itself). A hub that
-  ignores the range (200) is read from byte 0 again. Once the part holds the
+  ignores the range (200) is read from byte 0 again; one that answers ``206``
+  from another byte (a proxy: ``Content-Range: bytes 0-...``) restarts the file
+  from byte 0, once. A body cut short, a read error or a read time-out is tried
+  again within the call from the bytes on disk, up to :data:`DOWNLOAD_TRIES`
+  tries, each announced in one line on stderr; then the one-line error. Once the part holds the
   locked size, its size and SHA-256 are checked against the lock and it is
   renamed into place; a part that does not match is deleted, never left where a
   later job would trust it.
@@ -38,6 +42,7 @@ import errno
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -47,6 +52,7 @@ from metrobench.atomic import lock_path, sidecar_lock, write_text
 from metrobench.errors import MetrobenchError
 from metrobench.hub.lock import LockedBase, LockedGguf, LockFile, file_problem, gguf_key
 from metrobench.hub.resolve import disk_problem, hub_error, quiet_hub, status_problem
+from metrobench.retry import backoff_delay
 
 LOCK_HINT = ("run `metrobench lock` (resolves the config's downloads on the hub; no download) and commit "
              "the lock, or place the file there and run `metrobench lock --adopt {path}`")
@@ -119,20 +125,81 @@ def _size(path: Path) -> int:
         return 0
 
 
+#: Tries of one GGUF download within one call: a body cut short, a read error or a read time-out is
+#: tried again from the bytes on disk (``Range``), as ``huggingface_hub`` does within its own calls,
+#: so that one network reset does not fail the fetch job; after the last, the one-line error.
+DOWNLOAD_TRIES = 4
+#: The first pause between tries, doubled each time (with jitter): 0.5, 1, 2 s.
+RETRY_BASE_S = 0.5
+
+
+class _Cut(Exception):
+    """A transient end of one try (the body cut short, a read error, a read time-out): resumable."""
+
+    def __init__(self, reason: str, got: int) -> None:
+        super().__init__(reason)
+        self.reason, self.got = reason, got
+
+
+class _RangeIgnored(Exception):
+    """A ``206`` whose ``Content-Range`` does not start at the byte asked for (a proxy ignoring the start)."""
+
+    def __init__(self, have: int, content_range: str | None) -> None:
+        super().__init__(content_range)
+        self.have, self.content_range = have, content_range
+
+
 def _download(entry: LockedGguf, part: Path, what: str) -> None:
-    """Bring ``part`` to the locked file's full size from the hub, asking only for the bytes it lacks."""
-    from huggingface_hub import constants, hf_hub_url
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    """Bring ``part`` to the locked file's full size from the hub, asking only for the bytes it lacks.
+
+    Why tries within the call: a download cut once used to stop its fetch job ("rerun to resume"),
+    so one network reset failed the workflow (issue 51); each try resumes from the bytes on disk, at
+    most :data:`DOWNLOAD_TRIES`. Why a restart from byte 0: a ``206`` that does not start at the byte
+    asked for (a proxy answering ``bytes 0-...`` to every range) cannot be appended, and resuming it
+    again fails the same way on every rerun; the part is emptied and the file asked for whole, once."""
+    from huggingface_hub import constants
 
     quiet_hub()
-    have = _size(part)
-    if have > entry.size:          # longer than the file: no prefix of it
+    if _size(part) > entry.size:          # longer than the file: no prefix of it
         part.unlink()
-        have = 0
-    if have == entry.size:
+    if _size(part) == entry.size:
         return
     if constants.HF_HUB_OFFLINE:
         raise MetrobenchError(f"{what}: HF_HUB_OFFLINE is set: the hub cannot be asked")
+    tries, restarted = 0, False
+    while True:
+        tries += 1
+        try:
+            _try_download(entry, part, what)
+            return
+        except _RangeIgnored as exc:
+            shown = repr(exc.content_range) if exc.content_range else "no Content-Range"
+            if restarted:
+                raise MetrobenchError(f"{what}: asked for the bytes from {exc.have} on, the hub answered {shown} "
+                                      f"again after a restart from byte 0 (a proxy that ignores Range?); the part "
+                                      f"is kept in {part}") from None
+            restarted, tries = True, tries - 1      # the restart is not a failed try
+            with _open_part(part, what) as handle:
+                handle.truncate(0)
+            print(f"{what}: asked for the bytes from {exc.have} on, the hub answered {shown}: restarting the "
+                  f"file from byte 0", file=sys.stderr, flush=True)
+        except _Cut as cut:
+            have = _size(part)
+            if tries >= DOWNLOAD_TRIES:
+                raise MetrobenchError(f"{what}: {cut.reason} after {have} of {entry.size} bytes ({tries} tries in "
+                                      f"this call); the part is kept in {part}: rerun to resume") from None
+            print(f"{what}: {cut.reason} after {have} of {entry.size} bytes; resuming from byte {have} "
+                  f"(try {tries + 1} of {DOWNLOAD_TRIES})", file=sys.stderr, flush=True)
+            time.sleep(backoff_delay(tries, RETRY_BASE_S))
+
+
+def _try_download(entry: LockedGguf, part: Path, what: str) -> None:
+    """One request for the bytes ``part`` lacks, appended as they arrive; :class:`_Cut` when the answer
+    ends early, :class:`_RangeIgnored` when a ``206`` starts elsewhere, else a one-line error."""
+    from huggingface_hub import constants, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    have = _size(part)
     headers = build_hf_headers()
     if have:
         headers["Range"] = f"bytes={have}-"
@@ -151,32 +218,27 @@ def _download(entry: LockedGguf, part: Path, what: str) -> None:
                 response.read()
                 hf_raise_for_status(response)
                 raise MetrobenchError(f"{what}: {status_problem(status)}")
-            if have and status == 206 and not response.headers.get("Content-Range", "").startswith(
-                    f"bytes {have}-"):
-                raise MetrobenchError(f"{what}: asked for the bytes from {have} on, the hub answered "
-                                      f"{response.headers.get('Content-Range')!r}; rerun")
+            content_range = response.headers.get("Content-Range")
+            if have and status == 206 and not (content_range or "").startswith(f"bytes {have}-"):
+                raise _RangeIgnored(have, content_range)
             if have and status != 206:   # the whole file (a hub that ignores the range): from byte 0
                 handle.truncate(0)
                 have = got = 0
             for chunk in response.iter_bytes():   # as each read arrives: none held back in a buffer
                 _write(handle, chunk, part, what)
                 got += len(chunk)
-    except MetrobenchError:
+    except (MetrobenchError, _RangeIgnored):
         raise
     except Exception as exc:  # noqa: BLE001 - one line naming the entry
         # by name: the hub library's HTTP client is httpx in huggingface_hub 1.x, httpx2 in 2.x
         kind = type(exc).__name__
         if kind in ("RemoteProtocolError", "ReadError"):
-            raise MetrobenchError(f"{what}: the hub's answer was cut short ({kind}) after {got} of {entry.size} "
-                                  f"bytes; the part is kept in {part}: rerun to resume") from None
+            raise _Cut(f"the hub's answer was cut short ({kind})", got) from None
         if kind == "ReadTimeout":
-            raise MetrobenchError(f"{what}: the hub sent nothing for {constants.HF_HUB_DOWNLOAD_TIMEOUT} s after "
-                                  f"{got} of {entry.size} bytes; the part is kept in {part}: rerun to resume") \
-                from None
+            raise _Cut(f"the hub sent nothing for {constants.HF_HUB_DOWNLOAD_TIMEOUT} s", got) from None
         raise hub_error(exc, what) from None
     if got < entry.size:
-        raise MetrobenchError(f"{what}: the hub's answer was cut short after {got} of {entry.size} bytes; the "
-                              f"part is kept in {part}: rerun to resume")
+        raise _Cut("the hub's answer was cut short", got)
 
 
 @contextmanager

@@ -25,7 +25,12 @@ whose body stops halfway: :attr:`stalled` is set, and the rest waits until
 one), ``refuse`` (file name -> HTTP status its resolve answers, or repo ->
 the status its metadata API answers: 401 a refused token, 403 no access, 500 a
 server error), ``gated`` (repos that answer
-401 GatedRepo). Every request path is recorded in ``requests``; the CDN's GETs
+401 GatedRepo), ``cut_after`` (file name -> a list of byte counts: each GET of
+the file takes the first and cuts its body after that many bytes, the
+``Content-Length`` promising all of it; an empty list answers whole: a link
+reset N times), ``from_zero`` (file name -> how many ranged GETs the CDN answers
+``206`` from byte 0, ``Content-Range: bytes 0-...``, whatever the range asked: a
+proxy that ignores the range's start). Every request path is recorded in ``requests``; the CDN's GETs
 with the ``Range`` they carried (None: none) in ``ranges``; the requests that
 carried an ``Authorization`` header in ``authorized``. ``port`` and
 ``cdn_port`` are the ports bound on 127.0.0.1 (0: free ones).
@@ -80,7 +85,8 @@ class FakeHub:
     def __init__(self, repos: dict[str, dict[str, bytes]], commit: str, *, branches: dict[str, str] | None = None,
                  corrupt: set[str] = frozenset(), cut: set[str] = frozenset(), stall: set[str] = frozenset(),
                  refuse: dict[str, int] | None = None, gated: set[str] = frozenset(), port: int = 0,
-                 cdn_port: int = 0) -> None:
+                 cdn_port: int = 0, cut_after: dict[str, list[int]] | None = None,
+                 from_zero: dict[str, int] | None = None) -> None:
         self.repos, self.commit, self.requests = repos, commit, []
         self.ranges: list[tuple[str, str | None]] = []
         self.authorized: list[str] = []
@@ -88,6 +94,8 @@ class FakeHub:
         self.branches = {"main": commit, **(branches or {})}
         self.corrupt, self.cut, self.stall, self.gated = set(corrupt), set(cut), set(stall), set(gated)
         self.refuse: dict[str, int] = dict(refuse or {})
+        self.cut_after: dict[str, list[int]] = {k: list(v) for k, v in (cut_after or {}).items()}
+        self.from_zero: dict[str, int] = dict(from_zero or {})
         self.stalled, self.release = threading.Event(), threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self._answer))
         self.cdn = ThreadingHTTPServer(("127.0.0.1", cdn_port), _handler(self._cdn))
@@ -182,8 +190,17 @@ class FakeHub:
             start = int(match[1])
             if start >= len(data):
                 return self._send(handler, 416, b"", {"Content-Range": f"bytes */{len(data)}"}, body)
+            if self.from_zero.get(name, 0) > 0 and handler.command == "GET":   # a proxy: the range's start ignored
+                self.from_zero[name] -= 1
+                start = 0
             status, headers["Content-Range"] = 206, f"bytes {start}-{len(data) - 1}/{len(data)}"
         part = data[start:]
+        cuts = self.cut_after.get(name)
+        if body and cuts:
+            self._send(handler, status, part[:cuts.pop(0)], headers, body, length=len(part))
+            handler.wfile.flush()
+            handler.close_connection = True
+            return
         if body and (name in self.cut or name in self.stall):
             half = len(part) // 2
             self._send(handler, status, part[:half], headers, body, length=len(part))
