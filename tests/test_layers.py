@@ -39,7 +39,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(names.split()) for names in
     "study",
     "training paper viewer calibration",
     "footprint",
-    "doctor",
+    "doctor publish",
     "rehearsal",
     "commands plan",
     "cli __main__",

@@ -20,43 +20,16 @@ import hashlib
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from metrobench import layout
 from metrobench.errors import MetrobenchError
+from metrobench.publish.card import render
+from metrobench.publish.facts import ADAPTER, CARD, QUANT, SUMMARY, Facts, gguf_name
 from metrobench.study import StudyConfig
 
-#: The quantisation the paper published, as its file names end.
-QUANT = "Q4_K_M"
-SUMMARY = "training_summary.json"
-CARD = "README.md"
-ADAPTER = "adapter"
-
-
-@dataclass
-class Facts:
-    """What the study produced for one student, as read (strings are the files' own text)."""
-
-    size: str
-    seed: int
-    model: str
-    name: str
-    base_model: str
-    base_repo: str
-    table4: dict[str, str]
-    seed_tier1: str
-    delta: float
-    table8: dict[str, str] | None = None
-    intervals: dict[str, Any] | None = None
-    by_system: dict[str, float] | None = None
-    published: dict[str, str] | None = None
-    serving: dict[str, Any] = field(default_factory=dict)
-    licence: str | None = None
-    data: dict[str, str] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)
-
+__all__ = ["ADAPTER", "CARD", "QUANT", "SUMMARY", "Facts", "assemble", "gather", "gguf_name"]
 
 def _row(path: Path, key: str, value: str) -> dict[str, str] | None:
     """The CSV row whose ``key`` column is ``value`` (cells as written), else None."""
@@ -64,11 +37,6 @@ def _row(path: Path, key: str, value: str) -> dict[str, str] | None:
         return None
     with path.open(newline="", encoding="utf-8") as fh:
         return next((row for row in csv.DictReader(fh) if row.get(key) == value), None)
-
-
-def gguf_name(name: str) -> str:
-    """The GGUF's file name in the repo, as the published ones are named: ``<repo name>-Q4_K_M.gguf``."""
-    return f"{name}-{QUANT}.gguf"
 
 
 def default_name(base_repo: str, seed: int) -> str:
@@ -240,8 +208,6 @@ def _place(src: Path, dst: Path) -> None:
 
 def assemble(facts: Facts, study: StudyConfig, out: Path) -> dict[str, int]:
     """Write the folder (replacing a previous one) and return its files' bytes by relative path."""
-    from metrobench.publish.card import render
-
     root = study.results
     if out.exists():
         shutil.rmtree(out)

@@ -1,4 +1,4 @@
-"""The model card (``README.md``) of a published student, written from :class:`~metrobench.publish.bundle.Facts`.
+"""The model card (``README.md``) of a published student, written from :class:`~metrobench.publish.facts.Facts`.
 
 Every number printed here is a field of the facts, which are the study's files as written
 (Table 4 and 8's cells) or the tables' builders' output; nothing is typed in. A section whose
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from metrobench.publish.bundle import ADAPTER, SUMMARY, gguf_name
+from metrobench.publish.facts import ADAPTER, SUMMARY, gguf_name
 
 if TYPE_CHECKING:
-    from metrobench.publish.bundle import Facts
+    from metrobench.publish.facts import Facts
 
 #: The leaderboard's licence names -> the hub's licence identifiers (its front matter's ``license``).
 HUB_LICENCES = {"apache 2.0": "apache-2.0", "apache-2.0": "apache-2.0", "mit": "mit"}
