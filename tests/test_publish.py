@@ -176,3 +176,19 @@ def test_push_to_the_stand_in_leaves_exactly_the_listed_files(study, capsys, mon
     captured = capsys.readouterr()
     assert SENTINEL not in out + captured.out + captured.err   # ... and never shown or written
     assert SENTINEL not in _everything_written(study)
+
+
+def test_a_folder_holding_the_users_files_is_refused_and_nothing_deleted(tmp_path):
+    from metrobench.errors import MetrobenchError
+    from metrobench.publish.bundle import _clear
+
+    out = tmp_path / "seed42"
+    out.mkdir()
+    (out / "README.md").write_text("an old card")
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(MetrobenchError, match="holds notes.txt, which publish did not write"):
+        _clear(out, {"README.md", "adapter"})
+    assert (out / "notes.txt").read_text() == "mine" and (out / "README.md").exists()
+    (out / "notes.txt").unlink()
+    _clear(out, {"README.md", "adapter"})
+    assert list(out.iterdir()) == []

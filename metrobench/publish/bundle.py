@@ -206,12 +206,32 @@ def _place(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
+def _clear(out: Path, ours: set[str]) -> None:
+    """Remove a previous folder's files, which are these names only; anything else in ``out`` is the
+    user's, and the folder is refused naming it (nothing is deleted that publish did not write)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise MetrobenchError(f"{out}: not a folder; give publish another --out")
+    # a GGUF named for another repo name is a previous publish's too (``<name>-Q4_K_M.gguf``)
+    ours = ours | {p.name for p in out.iterdir() if p.is_file() and p.name.endswith(gguf_name(""))}
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in ours)
+    if foreign:
+        raise MetrobenchError(f"{out}: holds {foreign[0]}, which publish did not write; move it away or "
+                              "give publish another --out (nothing was deleted)")
+    for name in ours:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
 def assemble(facts: Facts, study: StudyConfig, out: Path) -> dict[str, int]:
     """Write the folder (replacing a previous one) and return its files' bytes by relative path."""
     root = study.results
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    _clear(out, {gguf_name(facts.name), ADAPTER, SUMMARY, CARD})
+    out.mkdir(parents=True, exist_ok=True)
     _place(Path(layout.quantized_gguf(facts.size, facts.seed, root)), out / gguf_name(facts.name))
     adapter = Path(layout.adapter_dir(facts.size, facts.seed, root))
     for src in sorted(p for p in adapter.rglob("*") if p.is_file()):
