@@ -13,30 +13,10 @@ import pytest
 
 from metrobench.cli import main
 from metrobench.standins.openai_api import FakeOpenAI, chat_payload
+from test_secrets import BARE_SENTINEL, CASES, GIVEN, SENTINEL, _no_sentinel
+from test_secrets import _refused as _one_error_line
 
-SENTINEL = "sk-SENTINEL-1234567890abcdef"
-#: A key with no prefix, dash or underscore: a Mistral or Azure key's shape.
-BARE_SENTINEL = "SENTINEL1234567890abcdefGHIJ"
 HF_SENTINEL = "hf_SENTINELabcdefghij1234567890"
-CASES = "MARTA-A-001,MARTA-A-002"
-GIVEN = "given"
-
-
-def _no_sentinel(capsys, tmp_path: Path) -> tuple[str, str]:
-    """(stdout, stderr) of what ran, after checking them and every file written (the inputs aside)."""
-    captured = capsys.readouterr()
-    assert "SENTINEL" not in captured.out + captured.err, captured
-    for path in tmp_path.rglob("*"):
-        if path.is_file() and GIVEN not in path.relative_to(tmp_path).parts:
-            assert b"SENTINEL" not in path.read_bytes(), path
-    return captured.out, captured.err
-
-
-def _one_error_line(capsys, tmp_path: Path, code: int) -> str:
-    _, err = _no_sentinel(capsys, tmp_path)
-    assert code == 2 and err.count("\n") == 1 and err.startswith("metrobench: error: "), err
-    assert "Traceback" not in err
-    return err
 
 
 def _given(tmp_path: Path, name: str, text: str) -> str:

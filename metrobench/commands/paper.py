@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from metrobench.commands.common import Subparsers, add_data, at_least_one, open_bench, load_study
@@ -87,13 +88,21 @@ def cmd_stats_bootstrap(args: argparse.Namespace) -> int:
                            Path(args.out))
 
 
-def _add_errata_table(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("errata-table", help="headline numbers under each scoring erratum vs the default")
+def _add_runs_table(sub: Subparsers[argparse.ArgumentParser], name: str, help: str, model_help: str,
+                    func: Callable[[argparse.Namespace], int]) -> None:
+    """A table command over runs: ``--data``, ``--runs DIR`` (``DIR/<model>/<system>.jsonl``), ``--model``
+    (repeatable), ``--out`` CSV."""
+    p = sub.add_parser(name, help=help)
     add_data(p)
     p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl")
-    p.add_argument("--model", action="append", required=True, help="model to rescore (repeatable)")
+    p.add_argument("--model", action="append", required=True, help=model_help)
     p.add_argument("--out", required=True, help="CSV")
-    p.set_defaults(func=cmd_errata_table)
+    p.set_defaults(func=func)
+
+
+def _add_errata_table(sub: Subparsers[argparse.ArgumentParser]) -> None:
+    _add_runs_table(sub, "errata-table", "headline numbers under each scoring erratum vs the default",
+                    "model to rescore (repeatable)", cmd_errata_table)
 
 
 def cmd_errata_table(args: argparse.Namespace) -> int:
@@ -103,13 +112,9 @@ def cmd_errata_table(args: argparse.Namespace) -> int:
 
 
 def _add_protocol_options(sub: Subparsers[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("protocol-options", help="per model: the cases each protocol option changed, and Tier 1 "
-                                                "with each undone (docs/runner.md, \"The protocol\")")
-    add_data(p)
-    p.add_argument("--runs", required=True, metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl")
-    p.add_argument("--model", action="append", required=True, help="model run (repeatable)")
-    p.add_argument("--out", required=True, help="CSV")
-    p.set_defaults(func=cmd_protocol_options)
+    _add_runs_table(sub, "protocol-options", "per model: the cases each protocol option changed, and Tier 1 "
+                    "with each undone (docs/runner.md, \"The protocol\")", "model run (repeatable)",
+                    cmd_protocol_options)
 
 
 def cmd_protocol_options(args: argparse.Namespace) -> int:
