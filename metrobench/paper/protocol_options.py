@@ -31,7 +31,7 @@ from typing import Any
 
 import pandas as pd
 
-from metrobench.agents.runner.protocol import OPTIONS
+from metrobench.agents.runner.protocol import OPTIONS, Protocol
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
 from metrobench.errors import MetrobenchError
@@ -74,10 +74,9 @@ def options_of(records: Sequence[CaseRecord]) -> str:
     """The protocol a row's records were run with, in words (``paper`` for none)."""
     seen: set[str] = set()
     for record in records:
-        protocol = (record.meta.get("settings") or {}).get("protocol") or {}
-        seen.update(name for name in ("retry", "argument_feedback") if protocol.get(name))
-        if protocol.get("tool_parser", "none") != "none":
-            seen.add(f"tool_parser={protocol['tool_parser']}")
+        recorded = (record.meta.get("settings") or {}).get("protocol")
+        if isinstance(recorded, dict):
+            seen.update(Protocol.model_validate(recorded).options())
     return ", ".join(sorted(seen)) or "paper"
 
 
