@@ -4,20 +4,20 @@ Contract: :func:`plan` asks Snakemake for the dry run of the targets on the give
 config files (``snakemake -n --printshellcmds``, the workflow's own plan, so the
 numbers follow the rules as they are) and reads each planned job's rule, wildcards,
 benchmark file and shell command. The stage comes from the ``metrobench`` command
-the job runs (bench: runs, score, train, merge / export-gguf /
+the job runs (run: runs, score, train, merge / export-gguf /
 quantize: export, ...), prefixed ``teacher`` for the train view (the teachers').
-A run's cases are those its own flags select (``--system``, ``--partition`` under
-``--split``, ``--sample``, ``--cases``, ``--limit``: the selection ``bench``
-resolves, :class:`~metrobench.data.selection.Selection`), less the cases
-its transcript already holds as done (a resumed run skips them; one that ended on the
-infrastructure, ``meta.retryable``, is redone and counted: the runner's own predicate,
-:func:`~metrobench.transcripts.records.current_records`; a ``bench`` job's transcript made
-under other settings than its command's, ``meta.config``, holds none: its run starts
-afresh) — with ``--work W``, the
-cases ``W`` holds and those an earlier planned view of ``W`` runs, so a case two
-targets read counts once. A score's cases are its runs' views. When the split
-file is not written yet, the split is drawn from the config's partition settings
-(with the paper's, that is the committed split).
+A run job is read from its wildcards, never from its command line: the
+:class:`~metrobench.run_job.RunJob` the ``run`` rule and ``metrobench run --view`` build
+(:func:`~metrobench.run_job.run_job`) gives its cases, settings fingerprint and
+transcripts. Its cases are those it selects, less the cases its work transcript
+already holds as done, by the runner's own resume rule
+(:func:`~metrobench.agents.runner.run.resume_state`: a case that ended on the
+infrastructure is redone and counted; a transcript made under other settings holds
+none, its run starts afresh; a case whose data changed is run again) — and less those
+an earlier planned view of the same work transcript runs, so a case two targets read
+counts once. A score's cases are its runs' views. When the split file is not written
+yet, the split is drawn from the config's partition settings (with the paper's, that
+is the committed split).
 
 The estimate comes from the config's ``throughput`` section
 (:class:`~metrobench.study.Throughput`): a local model's case costs
@@ -45,7 +45,6 @@ the estimate of those jobs beside their measured hours. Plan with ``--all``
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import csv
 import fnmatch
@@ -61,12 +60,12 @@ from typing import TYPE_CHECKING
 
 from metrobench import layout
 from metrobench.agents.runner.config import IN_PROCESS
+from metrobench.run_job import RunJob, run_config, run_job
 from metrobench.errors import MetrobenchError
 from metrobench.footprint.fit import GpuNeed, fits, refusal, serving_need, study_lock, training_need
 from metrobench.study import Rate, StudyConfig, load_study
 
 if TYPE_CHECKING:
-    from metrobench.agents.runner.config import ModelConfig
     from metrobench.data import Benchmark
     from metrobench.data.models import Case
     from metrobench.transcripts.records import CaseRecord
@@ -77,11 +76,12 @@ DEFAULT_CONFIG = "config/config.yaml"
 TEACHER = "teacher"
 #: The stage of each ``metrobench`` command a rule runs; any other command is the report layer.
 COMMAND_STAGE = {
-    "bench": "runs", "score": "score", "trainset": "trainset", "train": "train",
+    "run": "runs", "bench": "runs", "score": "score", "trainset": "trainset", "train": "train",
     "merge": "export", "export-gguf": "export", "quantize": "export", "fetch-data": "data",
     "fetch-model": "data", "verify-data": "data", "partition": "data",
 }
-RUN_COMMANDS = ("bench",)
+#: The command the ``run`` rule runs (``bench``: its older name, in plans printed before).
+RUN_COMMANDS = ("run", "bench")
 #: The order the table lists stages in (the order they run in); others last, by name.
 STAGE_ORDER = ("data", f"{TEACHER} runs", f"{TEACHER} score", "trainset", "train", "export", "runs", "score",
                "report")
@@ -110,7 +110,7 @@ class Cost:
 
 
 @dataclass
-class Row:
+class PlanRow:
     """One (stage, model) line of the table, summed over its jobs."""
 
     stage: str
@@ -206,26 +206,13 @@ def _command(shell: str) -> list[str]:
     return words[: stops[0]] if stops else words
 
 
-def _flags(words: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(add_help=False)
-    for name in ("data", "system", "split", "cases", "model", "out", "work", "judge", "size", "recipe"):
-        parser.add_argument(f"--{name}")
-    parser.add_argument("--run", action="append", default=[])
-    parser.add_argument("--partition", default="all")
-    parser.add_argument("--sample", type=int)
-    parser.add_argument("--limit", type=int)
-    parser.add_argument("--restart", action="store_true")
-    parser.add_argument("--teacher", action="store_true")
-    return parser.parse_known_args(words[1:])[0]
-
-
 def stage_of(job: Job, words: list[str]) -> str:
     stage = COMMAND_STAGE.get(words[0], "report") if words else "report"
     teaching = job.wildcards.get("partition") == "train" or TEACHER in job.rule
     return f"{TEACHER} {stage}" if teaching and stage in ("runs", "score") else stage
 
 
-def model_of(job: Job, words: list[str], flags: argparse.Namespace | None) -> str:
+def model_of(job: Job) -> str:
     """The model a job concerns: its model wildcard, a student group for training, else ``-``."""
     if "model" in job.wildcards:
         return job.wildcards["model"]
@@ -234,7 +221,7 @@ def model_of(job: Job, words: list[str], flags: argparse.Namespace | None) -> st
     return "-"
 
 
-class Cases:
+class CaseCounter:
     """Counts the cases a run or score job selects, with the benchmark and split read once."""
 
     def __init__(self, study: StudyConfig, root: Path = Path(".")) -> None:
@@ -243,9 +230,7 @@ class Cases:
         self._benches: dict[str, Benchmark] = {}
         self._splits: dict[tuple[str, str], dict[str, str]] = {}
         self._claimed: dict[Path, set[str]] = {}  # work transcript -> cases a planned run holds or runs
-        self.views: dict[str, int] = {}  # a planned run's --out -> the cases of its view
-        # a bench command's settings -> their fingerprint, and whether it runs into its teacher work transcript
-        self._fingerprints: dict[str, tuple[str | None, bool]] = {}
+        self.views: dict[str, int] = {}  # a planned run's view -> the cases of its view
         self._current: dict[Path, dict[str, CaseRecord]] = {}  # work transcript -> its current records
 
     def _bench(self, data: str | None) -> Benchmark:
@@ -275,73 +260,24 @@ class Cases:
                 self._splits[key] = partition_of(document)
         return self._splits[key]
 
-    def selected_cases(self, flags: argparse.Namespace) -> list[Case]:
-        """The cases a run's flags select."""
-        from metrobench.data.selection import Selection
+    def selected_cases(self, run: RunJob) -> list[Case]:
+        """The cases a run job selects."""
+        bench = self._bench(run.data)
+        return run.cases(bench, self._split(bench, run.split))
 
-        if not flags.system:
-            return []
-        bench = self._bench(flags.data)
-        cases = tuple(flags.cases.split(",")) if flags.cases else None
-        selection = Selection(flags.system, flags.partition, sample=flags.sample, cases=cases, limit=flags.limit)
-        return selection.resolve(bench, self._split(bench, flags.split))
-
-    def selected(self, flags: argparse.Namespace) -> set[str]:
-        """The ids of the cases a run's flags select."""
-        return {case.id for case in self.selected_cases(flags)}
-
-    def fingerprint(self, words: list[str]) -> str | None:
-        """The settings fingerprint a ``bench`` job's run records: its own command line parsed as
-        ``bench`` parses it (:func:`metrobench.commands.runs.run_config`, run in the workflow's
-        folder); ``None`` when it cannot be told (then the transcript's records are not compared)."""
-        return self._identity(words)[0]
-
-    def _identity(self, words: list[str]) -> tuple[str | None, bool]:
-        """(the fingerprint, whether the run appends to its teacher work transcript) of a ``bench`` command."""
-        import io
-
-        from metrobench.commands.common import add_run_options
-        from metrobench.commands.runs import run_config
-
-        parser = argparse.ArgumentParser(add_help=False, exit_on_error=False)
-        add_run_options(parser)
-        try:
-            with contextlib.redirect_stderr(io.StringIO()):
-                args = parser.parse_known_args(words[1:])[0]
-        except (argparse.ArgumentError, SystemExit):
-            return None, False
-        key = repr(sorted((k, v) for k, v in vars(args).items()
-                          if k not in ("system", "partition", "split", "sample", "cases", "limit", "out", "work",
-                                       "data")))
-        if key not in self._fingerprints:
-            try:
-                with contextlib.chdir(self.root):
-                    cfg, work = run_config(argparse.Namespace(**{**vars(args), "work": "w.jsonl"}))
-                self._fingerprints[key] = cfg.fingerprint(), str(work) != "w.jsonl"
-            except MetrobenchError:
-                self._fingerprints[key] = None, False
-        return self._fingerprints[key]
-
-    def count_run(self, flags: argparse.Namespace, words: list[str] | None = None) -> int:
-        """A run's case runs: its selection, less what its transcript holds or an earlier view of it runs.
-
-        For a ``bench`` job (``words``, its command), a transcript made under other settings holds
-        nothing done: its run sets it aside (``--set-aside``) or refuses it, so every case runs anew.
-        A case whose data changed since its record was made (:func:`~metrobench.agents.runner.run.changed_cases`)
-        is run again (``--rerun-changed``, what the workflow passes), once for all the views of it."""
+    def count_run(self, run: RunJob) -> int:
+        """A run's case runs: its selection, less what its work transcript holds done or an earlier view of
+        it runs, by the runner's own resume rule (:func:`~metrobench.agents.runner.run.resume_state`): a
+        transcript made under other settings holds nothing done (its run sets it aside), a case whose data
+        changed is run again, once for all the views of it."""
         from metrobench.agents.runner.run import case_hash, changed_cases
 
-        cases = self.selected_cases(flags)
+        cases = self.selected_cases(run)
         ids = {case.id for case in cases}
-        if flags.out:
-            self.views[flags.out] = len(ids)
-        fingerprint, teaching = self._identity(words) if words and words[0] == "bench" else (None, False)
-        written = layout.teacher_work_path(flags.work) if flags.work and teaching else flags.work or flags.out
-        if flags.restart or not written:
-            return len(ids)
-        transcript = self.root / written
+        self.views[run.out] = len(ids)
+        transcript = self.root / (run.work or run.out)
         if transcript not in self._claimed:
-            self._current[transcript] = _current(transcript, fingerprint)
+            self._current[transcript] = _current(transcript, run.fingerprint())
             self._claimed[transcript] = set(self._current[transcript])
         claimed, current = self._claimed[transcript], self._current[transcript]
         stale = changed_cases(current, {case.id: case_hash(case) for case in cases})
@@ -351,9 +287,11 @@ class Cases:
         claimed |= todo
         return len(todo)
 
-    def count_score(self, flags: argparse.Namespace) -> int:
+    def count_score(self, job: Job) -> int:
         """A score's cases: its runs' views, as planned, else as written."""
-        return sum(self.views[run] if run in self.views else len(_recorded(self.root / run)) for run in flags.run)
+        views = [layout.run_path(job.wildcards["model"], system, job.wildcards["partition"], self.study.results)
+                 for system in self.study.systems]
+        return sum(self.views[view] if view in self.views else len(_recorded(self.root / view)) for view in views)
 
 
 def _recorded(path: Path) -> set[str]:
@@ -362,22 +300,17 @@ def _recorded(path: Path) -> set[str]:
 
 
 def _current(path: Path, fingerprint: str | None = None) -> dict[str, CaseRecord]:
-    """The records a transcript holds as done, as the runner's resume reads it (none when it is not there):
-    a case whose records all ended on the infrastructure (``meta.retryable``: an outage, a refused
-    connection, 5xx after retries) is not done, a rerun redoes it
-    (:func:`~metrobench.transcripts.records.current_records`, what ``prepare_resume`` keeps). With
-    ``fingerprint``: none either when the header or a record was made under other settings
-    (``config``), as the resume then sets the whole transcript aside or refuses it."""
-    from metrobench.transcripts.records import current_records, read_transcript
+    """The records a transcript holds as done, by the runner's resume rule
+    (:func:`~metrobench.agents.runner.run.resume_state`; none when it is not there): a case whose records
+    all ended on the infrastructure is not done, a rerun redoes it; with ``fingerprint``, none either
+    when the transcript was made under other settings, as the resume then sets it aside."""
+    from metrobench.agents.runner.run import resume_state
+    from metrobench.transcripts.records import read_transcript
 
     if not path.is_file():
         return {}
-    header, records = read_transcript(path)
-    if fingerprint is not None and header is not None and header.config != fingerprint:
-        return {}
-    if fingerprint is not None and any(record.meta.get("config") != fingerprint for record in records):
-        return {}
-    return current_records(records)
+    state = resume_state(*read_transcript(path), fingerprint, {})
+    return dict(state.current) if state is not None else {}
 
 
 # --- the estimate ------------------------------------------------------------------------------
@@ -392,18 +325,9 @@ def rate_of(study: StudyConfig, model: str, local: bool) -> Rate | None:
 
 
 def provider_of(study: StudyConfig, model: str) -> str:
-    """A model's provider as its entry says (a trained student, or no entry: ``llama_cpp``)."""
-    if layout.student_of(study.seeds(), model):
-        return "llama_cpp"
-    spec = study.model_entry(study.configured(model))
-    if isinstance(spec, str):
-        import yaml
-
-        try:
-            spec = yaml.safe_load(Path(spec).read_text())
-        except (OSError, yaml.YAMLError) as exc:
-            raise MetrobenchError(f"{spec}: cannot read model {model}'s config ({exc})") from None
-    return str(spec.get("provider", "llama_cpp")) if isinstance(spec, dict) else "llama_cpp"
+    """A run's provider as its settings say (:func:`metrobench.run_job.run_config`; a trained student is
+    ``llama_cpp``)."""
+    return run_config(study, model).provider
 
 
 def is_local(study: StudyConfig, model: str) -> bool:
@@ -428,18 +352,6 @@ def run_cost(study: StudyConfig, model: str, cases: int) -> Cost:
     return Cost(cases * per_case, 0.0, 0.0)
 
 
-def run_settings(study: StudyConfig, model: str) -> ModelConfig:
-    """The model config a run job of ``model`` is made with, as the workflow's ``run`` rule builds its
-    ``bench`` command: a repeat's model at its repeat, a student's ``student_serving`` serving its GGUF."""
-    from metrobench.agents.runner.config import study_run_config
-
-    student = layout.student_of(study.seeds(), model)
-    if student is not None:
-        return study_run_config(study, model, gguf=layout.under(study.results).quantized_gguf(*map(str, student)))
-    repeat = study.repeat_of(model) or (model, 1)
-    return study_run_config(study, repeat[0], repeat=repeat[1])
-
-
 def timeout_warnings(study: StudyConfig, models: Iterable[str]) -> list[str]:
     """A line for each served model whose ``max_tokens`` cannot be generated within its ``timeout_s``.
 
@@ -457,7 +369,7 @@ def timeout_warnings(study: StudyConfig, models: Iterable[str]) -> list[str]:
         if rate is None or rate.decode_tps is None:
             continue
         try:
-            cfg = run_settings(study, model)
+            cfg = run_config(study, model)
         except MetrobenchError:
             continue        # its run job stops on the same error, naming it
         slots = min(cfg.parallel, cfg.serving.parallel) if cfg.serving is not None else cfg.parallel
@@ -479,13 +391,12 @@ def train_minutes(study: StudyConfig, size: str) -> float | None:
     return minutes.get(size, minutes.get(size.split("-", 1)[0]))
 
 
-def job_cost(study: StudyConfig, job: Job, words: list[str], flags: argparse.Namespace | None,
-             cases: int) -> Cost:
+def job_cost(study: StudyConfig, job: Job, words: list[str], cases: int) -> Cost:
     """One job's estimate from its command (see the module docstring)."""
     command = words[0] if words else ""
-    if command == "bench" and flags is not None:
-        return run_cost(study, flags.model or job.wildcards.get("model", ""), cases)
-    if command == "score" and flags is not None and flags.judge not in (None, "none"):
+    if command in RUN_COMMANDS and "model" in job.wildcards:
+        return run_cost(study, job.wildcards["model"], cases)
+    if command == "score" and job.wildcards.get("tiers") == layout.TIER2 and study.scoring.judge != "none":
         judge = study.throughput.judge
         return Cost(0.0, cases * judge.prompt_tokens, cases * judge.completion_tokens) if judge \
             else Cost(0.0, None, None)
@@ -504,10 +415,10 @@ class GpuNeeds:
         self._lock_read = False
         self._cache: dict[tuple[str, str], GpuNeed | None] = {}
 
-    def of(self, job: Job, words: list[str], flags: argparse.Namespace | None) -> GpuNeed | None:
+    def of(self, job: Job, words: list[str]) -> GpuNeed | None:
         command = words[0] if words else ""
-        if command == "bench" and flags is not None:
-            key = ("serving", flags.model or job.wildcards.get("model", ""))
+        if command in RUN_COMMANDS and "model" in job.wildcards:
+            key = ("serving", job.wildcards["model"])
         elif command == "train" and "size" in job.wildcards:
             key = ("training", job.wildcards["size"])
         else:
@@ -539,30 +450,33 @@ def benchmark_seconds(path: Path) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path("."), config: str = "the config") -> list[Row]:
+def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path("."), config: str = "the config") -> list[PlanRow]:
     """One row per (stage, model), in the order the stages and models first appear.
 
     A run of a model ``config`` (its files, named in the error) does not have (a misspelt name, a
     repeat beyond its ``repeats``: :meth:`StudyConfig.unknown_model`) is an error, never a priced row."""
-    counter = Cases(study, root)
+    counter = CaseCounter(study, root)
     gpu = GpuNeeds(study, root)
-    rows: dict[tuple[str, str], Row] = {}
+    rows: dict[tuple[str, str], PlanRow] = {}
     planned = [(job, _command(job.shell)) for job in jobs]
     planned.sort(key=lambda item: not (item[1] and item[1][0] in RUN_COMMANDS))  # runs first: scores read their views
     for job, words in planned:
-        flags = _flags(words) if words and words[0] in (*RUN_COMMANDS, "score") else None
         stage = stage_of(job, words)
-        if words and words[0] in RUN_COMMANDS and "model" in job.wildcards:
-            unknown = study.unknown_model(job.wildcards["model"])
-            if unknown:
-                raise MetrobenchError(f"plan: {config}: {unknown}")
-        cases = 0 if flags is None else counter.count_run(flags, words) if words[0] in RUN_COMMANDS \
-            else counter.count_score(flags)
-        cost = job_cost(study, job, words, flags, cases)
-        row = rows.setdefault((stage, model_of(job, words, flags)), Row(stage, model_of(job, words, flags)))
+        cases = 0
+        if words and words[0] in RUN_COMMANDS and {"model", "system", "partition"} <= set(job.wildcards):
+            try:
+                with contextlib.chdir(root):    # the config's paths (model configs, recipes, data) are the workflow's
+                    run = run_job(study, job.wildcards["model"], job.wildcards["system"], job.wildcards["partition"])
+            except MetrobenchError as exc:
+                raise MetrobenchError(f"plan: {config}: {exc}") from None
+            cases = counter.count_run(run)
+        elif words and words[0] == "score" and {"model", "partition"} <= set(job.wildcards):
+            cases = counter.count_score(job)
+        cost = job_cost(study, job, words, cases)
+        row = rows.setdefault((stage, model_of(job)), PlanRow(stage, model_of(job)))
         row.jobs += 1
         row.cases += cases
-        need = gpu.of(job, words, flags)
+        need = gpu.of(job, words)
         if need is not None and (row.gpu is None or need.gib > row.gpu.gib):
             row.gpu, row.fits = need, fits(study, need)
         row.gpu_s, row.api_in, row.api_out = (_add(row.gpu_s, cost.gpu_s), _add(row.api_in, cost.api_in),
@@ -575,14 +489,14 @@ def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path("."), co
     return sorted(rows.values(), key=_row_order)
 
 
-def _row_order(row: Row) -> tuple[int, str, str]:
+def _row_order(row: PlanRow) -> tuple[int, str, str]:
     stage = STAGE_ORDER.index(row.stage) if row.stage in STAGE_ORDER else len(STAGE_ORDER)
     return stage, row.stage, row.model
 
 
-def total(rows: Sequence[Row]) -> Row:
+def total(rows: Sequence[PlanRow]) -> PlanRow:
     """The rows summed; case runs are the model runs' (a score row's cases are cases scored, not run)."""
-    out = Row("total", "")
+    out = PlanRow("total", "")
     for row in rows:
         out.jobs += row.jobs
         out.cases += row.cases if row.stage.endswith("runs") else 0
@@ -602,11 +516,11 @@ def _tokens(count: float | None) -> str:
     return "?" if count is None else f"{count:,.0f}"
 
 
-def _fit(row: Row) -> str:
+def _fit(row: PlanRow) -> str:
     return "-" if row.fits is None else "yes" if row.fits else "NO"
 
 
-def render(rows: Sequence[Row]) -> str:
+def render(rows: Sequence[PlanRow]) -> str:
     """The table as aligned text; the ran / est. h / actual h columns when any planned job has run.
 
     ``GPU GiB``: the row's largest GPU estimate (``~``: on inferred widths; ``-``: no GPU job);
@@ -634,7 +548,7 @@ def render(rows: Sequence[Row]) -> str:
 class Plan:
     """A plan's table and the disk its jobs fetch and write."""
 
-    rows: list[Row]
+    rows: list[PlanRow]
     disk: DiskPlan
     study: StudyConfig
     warnings: list[str] = field(default_factory=list)   # served rows whose longest reply times out
@@ -664,7 +578,7 @@ def plan_of(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG
 
 
 def plan(targets: Sequence[str], configfiles: Sequence[str] = (DEFAULT_CONFIG,), overrides: Sequence[str] = (),
-         forceall: bool = False, cwd: Path | None = None, force: bool = False) -> list[Row]:
+         forceall: bool = False, cwd: Path | None = None, force: bool = False) -> list[PlanRow]:
     """The cost table of the targets' plan on these config files (``--config`` overrides applied)."""
     return plan_of(targets, configfiles, overrides, forceall, cwd, force).rows
 

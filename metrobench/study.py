@@ -510,6 +510,21 @@ class StudyConfig(Section):
             return dict(BUILTIN_ENTRY)
         return entry
 
+    def config_of(self, model: str, /, *, repeat: int = 1, gguf: str | None = None,
+                  **overrides: Any) -> ModelConfig:
+        """The settings a run of configured ``model`` is made with: its ``models`` entry, or with ``gguf``
+        (a student's GGUF) ``student_serving`` serving that file; run ``repeat`` of its repeats; the
+        ``overrides`` (command-line flags) winning. Through the one door,
+        :func:`~metrobench.agents.runner.config.resolve_model_config`."""
+        from metrobench.agents.runner.config import resolve_model_config
+
+        entry = self.model_entry(model)
+        if entry is None and gguf:
+            entry = self.student_serving
+        if entry is None:
+            raise MetrobenchError(f"model {model!r} is not in the config's models")
+        return resolve_model_config(entry, model, gguf=gguf, repeat=repeat, **{"name": model, **overrides})
+
     def unknown_model(self, model: str) -> str | None:
         """Why ``model`` names no run of this config, in words (``None``: a configured model (the rule
         agent's built-in entry included: :meth:`model_entry`), one of its ``repeats`` runs, or a configured
@@ -530,11 +545,11 @@ class StudyConfig(Section):
     def llama_builds(self) -> dict[str, BuildUse]:
         """The named llama.cpp builds this config serves on (its models' and, with students,
         ``student_serving``'s), by name, each with the rows on it (``make builds``, ``doctor``)."""
-        from metrobench.agents.runner.config import study_model_config
+        from metrobench.agents.runner.config import resolve_model_config
 
-        rows = [(name, study_model_config(name, entry)) for name, entry in self.models.items()]
+        rows = [(name, resolve_model_config(entry, name)) for name, entry in self.models.items()]
         if self.students and self.student_serving is not None:
-            rows.append(("student_serving", study_model_config("student", self.student_serving)))
+            rows.append(("student_serving", resolve_model_config(self.student_serving, "student")))
         builds: dict[str, BuildUse] = {}
         for name, cfg in rows:
             serving = cfg.serving
@@ -546,11 +561,11 @@ class StudyConfig(Section):
     def student_converter_build(self) -> str | None:
         """The named build that converts and quantises the students: ``student_serving``'s build under
         ``export.converter: serving`` (the default), else None (the vendored tree or ``llama_cpp_checkout``)."""
-        from metrobench.agents.runner.config import study_model_config
+        from metrobench.agents.runner.config import resolve_model_config
 
         if self.export.converter != "serving" or not self.students or self.student_serving is None:
             return None
-        serving = study_model_config("student", self.student_serving).serving
+        serving = resolve_model_config(self.student_serving, "student").serving
         if serving is None or serving.binary:
             return None
         return serving.build
@@ -618,9 +633,9 @@ def _entry_repeats(name: str, entry: str | dict[str, Any]) -> int:
         return int(entry.get("repeats", 1))
     if not Path(entry).is_file():
         return 1
-    from metrobench.agents.runner.config import study_model_config
+    from metrobench.agents.runner.config import resolve_model_config
 
-    return study_model_config(name, entry).repeats
+    return resolve_model_config(entry, name).repeats
 
 
 def _check_repeats(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
@@ -675,14 +690,14 @@ def context_problem(n_ctx: int, parallel: int) -> str | None:
 
 def _check_contexts(study: StudyConfig, sources: list[tuple[str, Any]]) -> None:
     """Every llama-server row's n_ctx is one the server serves as configured (:func:`context_problem`)."""
-    from metrobench.agents.runner.config import study_model_config
+    from metrobench.agents.runner.config import resolve_model_config
 
     entries = [(("models", name), name, entry) for name, entry in study.models.items()
                if isinstance(entry, dict) or Path(entry).is_file()]
     if study.student_serving is not None:
         entries.append((("student_serving",), "student", study.student_serving))
     for loc, name, entry in entries:
-        serving = study_model_config(name, entry).serving
+        serving = resolve_model_config(entry, name).serving
         if serving is None or serving.server != "llama-server":
             continue
         problem = context_problem(serving.n_ctx, serving.parallel)

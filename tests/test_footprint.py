@@ -18,7 +18,7 @@ from metrobench.footprint.disk import study_disk
 from metrobench.footprint.fit import GpuNeed, check_study, study_needs
 from metrobench.footprint.serving import cache_type, cells, serving_estimate
 from metrobench.footprint.training import ASSUMED, estimate, measured, recipe_estimate, recipe_measured
-from metrobench.plan import Row, render
+from metrobench.plan import PlanRow as Row, render
 from metrobench.study import context_problem, load_study
 
 REPO = Path(__file__).resolve().parents[1]

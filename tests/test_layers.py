@@ -38,7 +38,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(names.split()) for names in
     "stats",
     "study",
     "training paper viewer calibration",
-    "footprint",
+    "footprint run_job",
     "doctor publish",
     "rehearsal",
     "commands plan",

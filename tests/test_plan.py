@@ -16,7 +16,7 @@ import yaml
 from conftest import workflow_copy
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
-from metrobench.plan import Row, parse_jobs, plan, render
+from metrobench.plan import PlanRow as Row, parse_jobs, plan, render
 
 SPLIT = "data/splits/v23_holdout75_seed42.json"
 TINY = {"prompt_tps": 1000.0, "decode_tps": 100.0, "prompt_tokens": 2000.0, "completion_tokens": 500.0}
@@ -66,11 +66,11 @@ def by_key(rows: list[Row]) -> dict[tuple[str, str], Row]:
 def tiny_record(workflow: Path, bench, case_id: str, **meta) -> dict:
     """A transcript line of tiny's as its run under small.yaml writes it: its settings fingerprint (what its
     bench command runs with) and its case's digest, ``meta`` over them."""
-    from metrobench.agents.runner.config import study_run_config
+    from metrobench.run_job import run_config
     from metrobench.agents.runner.run import case_hash
     from metrobench.study import load_study
 
-    settings = study_run_config(load_study([str(workflow / "small.yaml")]), "tiny").fingerprint()
+    settings = run_config(load_study([str(workflow / "small.yaml")]), "tiny").fingerprint()
     return {"case_id": case_id, "model": "tiny", "system": "marta",
             "meta": {"config": settings, "case_sha": case_hash(bench.case(case_id)), **meta}}
 
@@ -276,21 +276,27 @@ def test_malformed_config_override_is_one_error_line():
 
 
 def test_a_scripted_teacher_is_counted_from_its_own_work_transcript_and_costs_nothing(tmp_path, root):
-    # issue 42: the rule agent runs as `bench` (provider scripted); in the train view (--teacher) its
-    # teacher mode appends to <work>.teacher.jsonl, which the plan reads as bench does
-    from metrobench.plan import Cases, Cost, _flags, run_cost
+    # issue 42: the rule agent runs as any model (provider scripted); in the train view its teacher mode
+    # appends to <work>.teacher.jsonl; the plan reads the run job the command runs (issue 52: RunJob),
+    # never its command line
+    from metrobench.plan import CaseCounter, Cost, run_cost
+    from metrobench.run_job import run_job
     from metrobench.study import load_study
 
-    study = load_study(["config/demo.yaml"])
-    work = tmp_path / "work" / "rule-agent" / "doha.jsonl"
-    words = ["bench", "--data", str(root), "--config", "config/demo.yaml", "--model", "rule-agent", "--system",
-             "doha", "--partition", "train", "--work", str(work), "--out", str(tmp_path / "view.jsonl"), "--teacher"]
-    assert Cases(study, Path(".")).count_run(_flags(words), words) == 117
-    assert main(words) == 0
-    assert (work.parent / "doha.teacher.jsonl").is_file() and not work.exists()
-    assert Cases(study, Path(".")).count_run(_flags(words), words) == 0
-    baseline = [w for w in words if w != "--teacher"]   # the baseline mode's work transcript: none yet
-    assert Cases(study, Path(".")).count_run(_flags(baseline), baseline) == 117
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(f"results: {tmp_path / 'results'}\ndata:\n  path: {root}\n")
+    configs = ["config/demo.yaml", str(overlay)]
+    study = load_study(configs)
+    assert main(["partition", "--data", str(root), "--out", str(tmp_path / "results" / "partition.json")]) == 0
+    teaching = run_job(study, "rule-agent", "doha", "train")
+    assert Path(teaching.work).name == "doha.teacher.jsonl" and teaching.config.script_mode == "teacher"
+    assert CaseCounter(study).count_run(teaching) == 117
+    assert main(["run", *(w for c in configs for w in ("--config", c)), "--model", "rule-agent", "--system", "doha",
+                 "--view", "train"]) == 0
+    assert Path(teaching.work).is_file() and not Path(run_job(study, "rule-agent", "doha", "all").work).exists()
+    assert CaseCounter(study).count_run(teaching) == 0
+    whole = run_job(study, "rule-agent", "doha", "all")   # the baseline mode's work transcript: none yet
+    assert CaseCounter(study).count_run(whole) == 156
     assert run_cost(study, "rule-agent", 117) == Cost()
 
 

@@ -222,22 +222,25 @@ def test_cli_teacher_mode_is_fingerprinted(tmp_path, root, capsys):
 
 def test_bench_runs_the_configs_rule_agent_as_any_model_its_teacher_mode_in_a_work_transcript_of_its_own(
         tmp_path, root, capsys):
-    # issue 42: the rule agent is the study entry `rule-agent: {provider: scripted}`, run by `bench` (the
-    # workflow's command for every model); --teacher (the train view) runs its teacher mode
+    # issue 42: the rule agent is the study entry `rule-agent: {provider: scripted}`, run as any model by
+    # the workflow's command (issue 52: `run --view`, the study's run job); the train view runs its
+    # teacher mode, into a work transcript of its own
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(f"results: {tmp_path}\ndata:\n  path: {root}\nbench:\n  sample: null\n")
     work = tmp_path / "work" / "rule-agent" / "doha.jsonl"
+    assert main(["partition", "--data", str(root), "--out", str(tmp_path / "partition.json")]) == 0
 
-    def bench(partition: str, *teacher: str) -> list[dict]:
-        out = tmp_path / "runs" / partition / "doha.jsonl"
-        assert main(["bench", "--data", str(root), "--config", "config/demo.yaml", "--model", "rule-agent",
-                     "--system", "doha", "--partition", partition, "--work", str(work), "--set-aside",
-                     "--rerun-changed", "--out", str(out), *teacher]) == 0
+    def bench(partition: str) -> list[dict]:
+        out = tmp_path / "runs" / partition / "rule-agent" / "doha.jsonl"
+        assert main(["run", "--config", "config/demo.yaml", "--config", str(overlay), "--model", "rule-agent",
+                     "--system", "doha", "--view", partition]) == 0
         header, *records = (json.loads(line) for line in out.read_text().splitlines())
         views[partition] = header["header"]
         return records
 
     views: dict[str, dict] = {}
     held = bench("holdout")
-    train = bench("train", "--teacher")
+    train = bench("train")
     assert len(held) == 39 and len(train) == 117
     assert {r["meta"]["settings"]["mode"] for r in held} == {"baseline"}
     assert {r["meta"]["settings"]["mode"] for r in train} == {"teacher"}

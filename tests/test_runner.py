@@ -365,20 +365,22 @@ def _cli_fingerprint(config: list[str], model: str, gguf: str | None = None, rep
 
 
 def test_the_workflow_fingerprint_is_the_runs_and_moves_only_with_what_shapes_answers(tmp_path):
-    """The run rule's `settings` param (study_run_config, from the model's name alone) is the fingerprint
+    """The run rule's `settings` param (the RunJob's, from the model's name alone) is the fingerprint
     the run records; an edited max_tokens or max_rounds changes it, a timeout or concurrency does not."""
     import yaml
 
-    from metrobench.agents.runner.config import study_run_config
+    from metrobench.run_job import run_config, run_job
     from metrobench.study import load_study
 
     demo = load_study(["config/demo.yaml"])
-    assert study_run_config(demo, "smollm2-135m").fingerprint() == _cli_fingerprint(["config/demo.yaml"], "smollm2-135m")
-    rep2 = study_run_config(demo, "smollm2-135m", repeat=2).fingerprint()
+    assert run_job(demo, "smollm2-135m", "doha", "holdout").fingerprint() == \
+        _cli_fingerprint(["config/demo.yaml"], "smollm2-135m")
+    rep2 = run_job(demo, "smollm2-135m-rep2", "doha", "holdout").fingerprint()
     assert rep2 == _cli_fingerprint(["config/demo.yaml"], "smollm2-135m", repeat=2)
-    assert rep2 != study_run_config(demo, "smollm2-135m").fingerprint()
-    student = study_run_config(load_study(["config/mini-study.yaml"]), "135m-peft-s42",
-                               gguf="results/peft/135m/seed42/model-Q4_K_M.gguf", thinking=False)
+    assert rep2 != run_config(demo, "smollm2-135m").fingerprint()
+    # a student: student_serving serving its GGUF, with the thinking its recipe's template is served with
+    student = run_job(load_study(["config/mini-study.yaml"]), "135m-peft-s42", "doha", "holdout")
+    assert student.gguf == "results/peft/135m/seed42/model-Q4_K_M.gguf" and student.config.thinking is False
     assert student.fingerprint() == _cli_fingerprint(["config/mini-study.yaml"], "135m-peft-s42",
                                                      gguf="results/peft/135m/seed42/model-Q4_K_M.gguf",
                                                      thinking=False)
@@ -388,10 +390,10 @@ def test_the_workflow_fingerprint_is_the_runs_and_moves_only_with_what_shapes_an
         raw["models"]["smollm2-135m-mini"].update(change)
         path = tmp_path / "edited.yaml"
         path.write_text(yaml.safe_dump(raw))
-        return study_run_config(load_study([str(path)]), "smollm2-135m-mini").fingerprint()
+        return run_config(load_study([str(path)]), "smollm2-135m-mini").fingerprint()
 
     before = edited()
-    assert before == study_run_config(load_study(["config/mini-study.yaml"]), "smollm2-135m-mini").fingerprint()
+    assert before == run_config(load_study(["config/mini-study.yaml"]), "smollm2-135m-mini").fingerprint()
     assert len({before, edited(max_tokens=256), edited(max_rounds=5)}) == 3
     assert edited(timeout_s=30.0, concurrency=2, retries=2) == before       # how, not what: no rerun
 

@@ -224,13 +224,6 @@ def load_study(paths: list[str] | None) -> StudyConfig:
     return load(paths)
 
 
-def _with_gguf(cfg: ModelConfig, gguf: str | None) -> ModelConfig:
-    """The model config serving ``gguf`` instead of its own model file (``--gguf``: a student)."""
-    from metrobench.agents.runner.config import with_gguf
-
-    return with_gguf(cfg, gguf)
-
-
 @dataclass(frozen=True)
 class ModelFlags:
     """The model settings given as flags (:func:`add_model_options`); each set one overrides the
@@ -266,25 +259,16 @@ def model_config(*, config: list[str] | None = None, model_file: str | None = No
     serves that file instead of the model's own. ``repeat`` i (``--repeat``): run i of the model's
     ``repeats`` (:meth:`ModelConfig.for_repeat`: named ``<model>-rep<i>``, its own sampling seed).
     """
-    from metrobench.agents.runner.config import load_model_config, parse_model_config
+    from metrobench.agents.runner.config import resolve_model_config
 
     overrides = {"name": model, **asdict(flags)}
     if config:
         if not model:
             raise MetrobenchError("with --config, name the model with --model")
-        from metrobench.agents.runner.config import study_run_config
-
-        return study_run_config(load_study(config), model, gguf=gguf, repeat=repeat or 1, **overrides)
-    elif model_file:
-        cfg = _with_gguf(load_model_config(model_file, **overrides), gguf)
-    elif not model:
+        return load_study(config).config_of(model, gguf=gguf, repeat=repeat or 1, **overrides)
+    if not model_file and not model:
         raise MetrobenchError("name the model with --model (or give --model-config)")
-    else:
-        raw = {k: v for k, v in overrides.items() if v is not None}
-        if gguf:
-            raw["serving"] = {"gguf": gguf}
-        cfg = parse_model_config(raw, "command line")
-    return cfg.for_repeat(repeat or 1)
+    return resolve_model_config(model_file, gguf=gguf, repeat=repeat or 1, **overrides)
 
 
 def run_selection(bench: Benchmark, *, system: str, partition: str, split: str | None, sample: int | None = None,
@@ -314,15 +298,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", required=True, choices=system_names())
     add_model_options(p)
     add_case_options(p)
-    p.add_argument("--out", required=True, help="transcript (JSONL), appended to and resumed")
+    p.add_argument("--out", help="transcript (JSONL), appended to and resumed")
     p.add_argument("--work", help="the model's growing transcript of this system: run and resume there, then "
                                   "write --out as this selection's view of it")
     add_resume_options(p)
     add_progress_option(p)
-    p.add_argument("--teacher", action="store_true",
-                   help="a teacher's run (the workflow's train view): the model as it teaches "
-                        "(ModelConfig.as_teacher: a scripted model without a mode set runs its teacher mode, "
-                        "into a work transcript of its own; any other model is unchanged)")
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:

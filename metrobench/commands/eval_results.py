@@ -314,19 +314,14 @@ def judge_dict(kind: str, model: str | None, url: str | None) -> dict[str, Any]:
 
 def workflow_config(study: Any, model: str) -> Any:
     """The model config of a workflow run of ``model``: a configured model, one of its repeats, or a
-    student seed (served from its Q4_K_M GGUF with ``student_serving``)."""
-    from metrobench import layout
-    from metrobench.agents.runner.config import study_run_config
+    student seed (:func:`metrobench.run_job.run_config`, what its run job runs with)."""
     from metrobench.errors import MetrobenchError
+    from metrobench.run_job import run_config
 
-    unknown = study.unknown_model(model)
-    if unknown:
-        raise MetrobenchError(f"results: {unknown}")
-    student = layout.student_of(study.seeds(), model)
-    if student:
-        return study_run_config(study, model, gguf=layout.quantized_gguf(*student, root=study.results))
-    repeat = study.repeat_of(model) or (model, 1)
-    return study_run_config(study, repeat[0], repeat=repeat[1])
+    try:
+        return run_config(study, model)
+    except MetrobenchError as exc:
+        raise MetrobenchError(f"results: {exc}") from None
 
 
 def workflow_results(study: Any, model: str, *, runs: Path, scores: Path, partition: str | None = None,

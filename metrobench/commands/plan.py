@@ -22,7 +22,7 @@ from metrobench.commands.common import Subparsers
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from metrobench.plan import Row
+    from metrobench.plan import PlanRow as Row
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:

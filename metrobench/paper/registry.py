@@ -146,14 +146,11 @@ class Sources:
 
 def _served_file(study: StudyConfig, model: str) -> Path | None:
     """The GGUF a configured model is served from, as its model config names it (None: unknown)."""
-    from metrobench.agents.runner.config import ModelConfig, load_model_config
     from metrobench.agents.serving import model_file
     from metrobench.errors import MetrobenchError
 
-    entry = study.models.get(study.configured(model))
     try:
-        cfg = load_model_config(entry) if isinstance(entry, str) else \
-            ModelConfig.model_validate({"name": model, **(entry or {})})
+        cfg = study.config_of(study.configured(model))
         return model_file(cfg) if cfg.serving else None
     except (MetrobenchError, OSError, ValueError):
         return None

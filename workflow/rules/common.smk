@@ -1,26 +1,21 @@
 # Config helpers, path helpers and wildcard constraints shared by every rule file.
 
 import hashlib
-import json
 import os
 import re
-import shlex
 import sys
 from pathlib import Path
 
 import yaml
 
 from metrobench import layout
-from metrobench.agents.runner.config import study_run_config
-from metrobench.data.root import locate_root
 from metrobench.errors import MetrobenchError
 from metrobench.footprint.fit import check_study
 from metrobench.hub.lock import lock_problems, read_lock
 from metrobench.paper import registry
 from metrobench.study import RULE_AGENT, read_sources, validate_study
-from metrobench.agents.chat_template import chat_template
+from metrobench import run_job as jobs
 from metrobench.training.recipe import load_recipe
-from metrobench.vocabulary import WHOLE
 
 # The rules call `metrobench` from the shell: the one installed beside the Python running Snakemake
 # comes first on every job's PATH, so `.venv/bin/snakemake` works in a shell without .venv/bin on
@@ -46,16 +41,14 @@ STUDENTS = STUDY.students
 TEACHERS = list(STUDY.teachers)
 # Seeds by student size: what metrobench.layout's naming rules take.
 STUDENT_SEEDS = STUDY.seeds()
-STUDENT_MODELS = layout.student_models(STUDENT_SEEDS)
-BENCH_MODELS = MODELS + STUDENT_MODELS
 SIZES = sorted(STUDENTS)
 SEEDS = sorted({seed for spec in STUDENTS.values() for seed in spec.seeds})
-# The views of every run (metrobench.layout.run_path): the benchmark's tables read the
-# config's partition, Table 4 the held-out one, the teachers' traces the train one.
+# The views of every run (metrobench.run_job): the benchmark's tables read the config's
+# partition, Table 4 the held-out one, the teachers' traces the train one, the errata table all.
 BENCH_VIEW = STUDY.bench.partition
-HOLDOUT_VIEW = "holdout"
-TEACHER_VIEW = "train"
-ERRATA_VIEW = WHOLE  # the errata table rescores every case
+HOLDOUT_VIEW = jobs.HOLDOUT_VIEW
+TEACHER_VIEW = jobs.TEACHER_VIEW
+ERRATA_VIEW = jobs.ERRATA_VIEW
 
 
 def _alternatives(names):
@@ -75,17 +68,15 @@ wildcard_constraints:
 # The benchmark root, found as every metrobench command finds it (metrobench.data.root.locate_root):
 # data.path, else $METROBENCH_DATA, else ../shared/metrollm-bench, else .data/metrollm-bench; when
 # none is there, the pinned clone under results/ (rule fetch_data). Said once, at the plan's start.
-DATA_FOUND, DATA_SOURCE = locate_root(STUDY.data.path or None, source="data.path")
-DATA_SAID = f"{DATA_FOUND} (from {DATA_SOURCE})"
-if not DATA_FOUND:
-    DATA_SAID = f"{paths.data_clone()} (the pinned clone, fetched at data.commit)"
+DATA_ROOT, DATA_SOURCE = jobs.data_root(STUDY)
+DATA_FOUND = DATA_ROOT != paths.data_clone()  # else rule fetch_data clones it there
 if workflow.is_main_process:
-    print(f"benchmark data: {DATA_SAID}", file=sys.stderr)
+    print(f"benchmark data: {DATA_ROOT} (from {DATA_SOURCE})", file=sys.stderr)
 
 
 def data_root():
     """The benchmark root: the one found above, or the pinned clone under results/."""
-    return str(DATA_FOUND) if DATA_FOUND else paths.data_clone()
+    return DATA_ROOT
 
 
 def data_flag():
@@ -120,12 +111,6 @@ def student_of(model):
     return layout.student_of(STUDENT_SEEDS, model)
 
 
-def model_flags(model):
-    """`--model M`, or `--model M --repeat i` for a repeat (its model's settings, its own seed)."""
-    repeat = STUDY.repeat_of(model)
-    return f"--model {repeat[0]} --repeat {repeat[1]}" if repeat else f"--model {model}"
-
-
 # Models by name (metrobench/hub/): the config's downloads, resolved into the lock by
 # `metrobench lock`. A lock that disagrees with the config stops the plan; an entry not
 # locked yet still plans its fetch job, which stops at once naming `metrobench lock`.
@@ -147,24 +132,24 @@ if _UNFIT:
 BASE_DOWNLOADS = DOWNLOADS.bases
 
 
-def model_spec(model):
-    """A configured model's settings as a mapping: its inline entry, or its model config file read."""
-    spec = STUDY.model_entry(STUDY.configured(model))
-    if isinstance(spec, str):
-        with open(spec) as handle:
-            spec = yaml.safe_load(handle)
-    return spec if isinstance(spec, dict) else {}
-
-
-def served_gguf(model):
-    """The GGUF a configured model serves from (its serving.gguf), else None."""
-    return (model_spec(model).get("serving") or {}).get("gguf")
+def run_job(wildcards):
+    """The run job of a `run` rule's wildcards (metrobench.run_job: declared once, for this rule, the
+    `metrobench run --view` it runs and `metrobench plan`). A misspelt model or a repeat beyond its
+    count stops the plan in one line naming the config."""
+    w = wildcards
+    try:
+        return jobs.run_job(STUDY, w.model, w.system, w.partition)
+    except MetrobenchError as exc:
+        sys.exit(
+            f"metrobench: error: {', '.join(map(str, workflow.configfiles))}: {exc}"
+        )
 
 
 def unservable(models):
     """The first served GGUF of these models that is neither on disk, nor a download, nor adopted."""
     for model in models:
-        gguf = served_gguf(model)
+        gguf = STUDY.config_of(model).serving
+        gguf = gguf.gguf if gguf else None
         if gguf and gguf not in GGUF_DOWNLOADS and not Path(gguf).exists():
             return (
                 f"model {model} serves {gguf}, which is not there and not among the config's downloads:"
@@ -175,83 +160,37 @@ def unservable(models):
 
 
 # Checked when the plan is made, not hours into it.
-if unservable(MODELS):
-    sys.exit(f"metrobench: error: {unservable(MODELS)}")
+try:
+    _UNSERVABLE = unservable(MODELS)
+except MetrobenchError as exc:
+    _UNSERVABLE = str(exc)
+if _UNSERVABLE:
+    sys.exit(f"metrobench: error: {_UNSERVABLE}")
 
 
 def run_inputs(wildcards):
-    """A run's inputs: the split, the model's config file, and the GGUF it serves (fetched when missing)."""
-    inputs = {"split": paths.split_path()}
-    student = student_of(wildcards.model)
-    if student:
-        inputs["gguf"] = paths.quantized_gguf(*student)
-        return inputs
-    entry = STUDY.model_entry(STUDY.configured(wildcards.model))
-    if isinstance(entry, str):
-        inputs["model"] = entry
-    gguf = served_gguf(wildcards.model)
-    if gguf:
-        inputs["served_gguf"] = gguf
-    return inputs
+    """A run's inputs (RunJob.inputs): the split, the model's config file, the GGUF it serves."""
+    return run_job(wildcards).inputs()
 
 
-# A run's log; its server's log beside it (a model served with llama.cpp).
-RUN_LOG = "logs/runs/{partition}/{model}/{system}"
-
-
-def run_command(wildcards, input, output):
-    """The command of one view: the model run into its work transcript, the view cut from it.
-
-    `--set-aside`: a work transcript made under other settings (an edited model, which
-    `run_settings` makes Snakemake rerun) is renamed aside, never deleted, and a new one begun.
-    `--rerun-changed`: a case whose data changed since it was run is run again, its new record
-    appended after the old; every other case of the transcript is kept.
-
-    The config's sample narrows the benchmark's views (its partition, and the held-out one
-    Table 4 reads); any other is whole: the teachers' train view (traces need every train
-    case there is) and the errata table's all view. The train view runs each model as it
-    teaches (`--teacher`: the scripted rule agent in its teacher mode, into a work transcript
-    of its own; any other model as itself).
-    """
+def run_command(wildcards, input):
+    """The command of one run job: `metrobench run --view`, which builds the same RunJob from the
+    study config as this run sees it (`--config` overrides included) and the job's three names.
+    A function of the job's input, so a derived param: Snakemake does not compare it, and a
+    reworded command never reruns finished work; `run_settings` is what reruns a job."""
     w = wildcards
-    sample = sample_flag() if w.partition in (BENCH_VIEW, HOLDOUT_VIEW) else ""
-    teacher = " --teacher" if w.partition == TEACHER_VIEW else ""
-    common = f"{data_flag()} --system {w.system} --partition {w.partition} {sample} --split {input.split}"
     return (
-        f"metrobench bench {common} {config_flags()} {model_flags(w.model)} {gguf_flag(w, input)}"
-        f" --work {paths.work_path(w.model, w.system)} --set-aside --rerun-changed --out {output}"
-        f" --server-log {RUN_LOG.format(**w)}.server.log{gpu_flag()}{teacher}"
+        f"metrobench run {merged_config_flag()} --model {w.model} --system {w.system}"
+        f" --view {w.partition}"
     )
 
 
 def run_settings(wildcards):
-    """The settings fingerprint a run is made with (`ModelConfig.fingerprint`, what its work
-    transcript records): a param Snakemake records and compares, so an edited max_tokens,
-    max_rounds, temperature, ... reruns that model's runs. Wildcards only, never input or output
-    (a param derived from them is not compared). In the train view: the model as it
-    teaches (`--teacher`)."""
-    w = wildcards
-    unknown = STUDY.unknown_model(w.model)
-    if unknown:  # a misspelt model or a repeat beyond its count: no run to plan
-        sys.exit(
-            f"metrobench: error: {', '.join(map(str, workflow.configfiles))}: {unknown}"
-        )
-    student = student_of(w.model)
-    if student:
-        gguf = paths.quantized_gguf(*student)
-        recipe = load_recipe(STUDENTS[student[0]].recipe)
-        settings = {
-            "gguf": str(gguf),
-            "thinking": chat_template(recipe.template).thinking,
-        }
-    else:
-        settings = {}
-    repeat = STUDY.repeat_of(w.model) or (w.model, 1)
-    try:
-        cfg = study_run_config(STUDY, repeat[0], repeat=repeat[1], **settings)
-    except MetrobenchError as exc:
-        sys.exit(f"metrobench: error: {exc}")
-    return (cfg.as_teacher() if w.partition == TEACHER_VIEW else cfg).fingerprint()
+    """The settings fingerprint a run is made with (RunJob.fingerprint, what its work transcript
+    records): a param Snakemake records and compares, so an edited max_tokens, max_rounds,
+    temperature, ... reruns that model's runs. Wildcards only, never input or output (a param
+    derived from them is not compared)."""
+    return run_job(wildcards).fingerprint()
 
 
 def llama_cpp_flag():
@@ -264,22 +203,9 @@ def llama_cpp_flag():
     return f"--llama-cpp {STUDY.llama_cpp_checkout}" if STUDY.llama_cpp_checkout else ""
 
 
-def gpu_flag():
-    """` --require-gpu --gpu CARD` when the config names its card (`gpu`): a GPU row on a CPU build then
-    stops at once, and so does a row whose GGUF, as its header states it once fetched, does not fit
-    the card (the start's check above may have had only the architecture table's widths). The card
-    as this run sees it, `--config` overrides included (`enforce: false` too)."""
-    gpu = getattr(STUDY, "gpu", None)
-    if not gpu:
-        return ""
-    card = json.dumps(gpu.model_dump(), separators=(", ", ": "))
-    return f" --require-gpu --gpu {shlex.quote(card)}"
-
-
 def recipe_base(size):
     """The base a student's recipe names (a hub id, a local path, or a test model)."""
-    with open(STUDENTS[size].recipe) as handle:
-        return (yaml.safe_load(handle) or {})["base"]
+    return load_recipe(STUDENTS[size].recipe).base
 
 
 def base_inputs(wildcards):
@@ -292,20 +218,6 @@ def revision_flag(wildcards):
     """`--revision C`, C the commit the lock pins the student's base at (none when not a download)."""
     entry = LOCK.bases.get(recipe_base(wildcards.size))
     return f"--revision {entry.commit}" if entry else ""
-
-
-def gguf_flag(wildcards, input):
-    """`--gguf G` for a student, with the thinking its recipe's chat template is served with.
-
-    The GGUF carries the recipe's template; `--thinking`/`--no-thinking` overrides the
-    config's student_serving so a paper-recipe student (Qwen3.5's template) thinks and a
-    corrected one (the project's template) does not.
-    """
-    if "gguf" not in input.keys():
-        return ""
-    recipe = load_recipe(STUDENTS[student_of(wildcards.model)[0]].recipe)
-    thinking = chat_template(recipe.template).thinking
-    return f"--gguf {input.gguf} --{'' if thinking else 'no-'}thinking"
 
 
 def scores_of(models, partition=BENCH_VIEW, tiers=layout.TIER2):
@@ -322,12 +234,6 @@ def runs_of(models, partition=BENCH_VIEW):
     return expand(
         paths.run_path("{model}", "{system}", partition), model=models, system=SYSTEMS
     )
-
-
-def sample_flag():
-    """`--sample N` when the config runs a stratified sample of cases (the CPU demo)."""
-    sample = STUDY.bench.sample
-    return f"--sample {sample}" if sample else ""
 
 
 def judge_flags():
@@ -361,9 +267,7 @@ def table_scores(table):
 
 def gpu_jobs(wildcards):
     """1 for a model served here (llama.cpp, students), 0 for a hosted API and the rule agent."""
-    if student_of(wildcards.model):
-        return 1
-    return 1 if model_spec(wildcards.model).get("serving") else 0
+    return run_job(wildcards).gpu
 
 
 def train_caps(wildcards):

@@ -21,11 +21,12 @@ rule run:
     resources:
         gpu=gpu_jobs,
     params:
+        # derived (a function of the input): not compared, a reworded command reruns nothing
         command=run_command,
         # compared by Snakemake (a function of wildcards): an edited setting reruns the run
         settings=run_settings,
     shell:
-        "{params.command} > {log.run} 2>&1"
+        "{params.command} --server-log {log.server} > {log.run} 2>&1"
 
 
 rule score:

@@ -328,57 +328,58 @@ class ModelConfig(BaseModel):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+def resolve_model_config(entry: str | Path | dict[str, Any] | None, name: str | None = None, /, *,
+                         gguf: str | None = None, repeat: int = 1, where: str | None = None,
+                         **overrides: Any) -> ModelConfig:
+    """A model's config: the one door every reader of a model's settings goes through.
+
+    ``entry`` is what names the settings: a model config file's path, a study config's inline
+    ``models`` entry, or ``None`` (the ``overrides`` alone: a run given by flags). An inline entry
+    takes its name from ``name`` (its key) unless it says otherwise; the ``overrides`` (command-line
+    flags, ``name`` among them; ``None`` values ignored) win over both. ``gguf``: serve that file
+    instead of the model's own (a student, with ``student_serving``'s settings). ``repeat`` i: run i
+    of the model's ``repeats`` (:meth:`ModelConfig.for_repeat`). ``where`` names the source in errors.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if isinstance(entry, (str, Path)):
+        path = Path(entry)
+        if not path.is_file():
+            raise MetrobenchError(f"{path}: no such model config")
+        raw = read_yaml(path, CONFIG_MAX_VALUES) or {}
+        if not isinstance(raw, dict):
+            raise MetrobenchError(f"{path}: a model config is a mapping of settings")
+        raw, where = {**raw, **given}, where or str(path)
+    elif entry is not None:
+        raw, where = {"name": name, **entry, **given}, where or f"config models.{name}"
+    else:
+        raw, where = dict(given), where or "command line"
+        if gguf:
+            raw["serving"] = {"gguf": gguf}
+            gguf = None
+    cfg = _parsed(raw, where)
+    if gguf:
+        if cfg.serving is None:
+            raise MetrobenchError(f"model {cfg.name!r}: --gguf needs a serving block in its config")
+        cfg = cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"gguf": gguf, "gguf_package": None})})
+    return cfg.for_repeat(repeat)
+
+
 def load_model_config(path: Path | str, **overrides: Any) -> ModelConfig:
-    """A model config from YAML, with command-line overrides (``None`` values ignored)."""
-    path = Path(path)
-    if not path.is_file():
-        raise MetrobenchError(f"{path}: no such model config")
-    raw = read_yaml(path, CONFIG_MAX_VALUES) or {}
-    if not isinstance(raw, dict):
-        raise MetrobenchError(f"{path}: a model config is a mapping of settings")
-    raw.update({k: v for k, v in overrides.items() if v is not None})
-    return parse_model_config(raw, str(path))
+    """A model config file with command-line overrides (:func:`resolve_model_config`)."""
+    return resolve_model_config(Path(path), **overrides)
 
 
 def study_model_config(name: str, entry: str | dict[str, Any], /, **overrides: Any) -> ModelConfig:
-    """A study config's ``models`` entry: a model config file's path, or the settings inline.
-
-    Inline entries take their name from the key unless they say otherwise; the overrides
-    (the command line's flags, ``name`` among them) win over both.
-    """
-    if isinstance(entry, str):
-        return load_model_config(entry, **overrides)
-    raw = {"name": name, **entry, **{k: v for k, v in overrides.items() if v is not None}}
-    return parse_model_config(raw, f"config models.{name}")
-
-
-def with_gguf(cfg: ModelConfig, gguf: str | None) -> ModelConfig:
-    """The model config serving ``gguf`` instead of its own model file (``--gguf``: a student)."""
-    if not gguf:
-        return cfg
-    if cfg.serving is None:
-        raise MetrobenchError(f"model {cfg.name!r}: --gguf needs a serving block in its config")
-    return cfg.model_copy(update={"serving": cfg.serving.model_copy(update={"gguf": gguf, "gguf_package": None})})
-
-
-def study_run_config(study: Any, name: str, /, *, repeat: int = 1, gguf: str | None = None,
-                     **overrides: Any) -> ModelConfig:
-    """The config a study's run of model ``name`` is made with: what ``bench --config ... --model name``
-    runs (its ``models`` entry, or ``student_serving`` serving ``gguf``), run ``repeat`` of its repeats.
-
-    ``study`` is a :class:`metrobench.study.Study`; the workflow takes the settings fingerprint of
-    its run jobs from here, so a settings edit changes a param Snakemake compares.
-    """
-    entry = study.model_entry(name)
-    if entry is None and gguf:
-        entry = study.student_serving
-    if entry is None:
-        raise MetrobenchError(f"model {name!r} is not in the config's models")
-    overrides = {"name": name, **overrides}
-    return with_gguf(study_model_config(name, entry, **overrides), gguf).for_repeat(repeat)
+    """A study config's ``models`` entry, as configured (:func:`resolve_model_config`)."""
+    return resolve_model_config(entry, name, **overrides)
 
 
 def parse_model_config(raw: dict[str, Any], where: str = "model config") -> ModelConfig:
+    """Settings already read (a test's, a transcript's) validated as :func:`resolve_model_config` does."""
+    return _parsed(raw, where)
+
+
+def _parsed(raw: dict[str, Any], where: str) -> ModelConfig:
     try:
         return ModelConfig.model_validate(raw)
     except ValidationError as exc:

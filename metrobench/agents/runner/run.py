@@ -64,6 +64,40 @@ def changed_cases(current: dict[str, CaseRecord], hashes: dict[str, str]) -> lis
             if case_id in hashes and record.meta.get("case_sha") != hashes[case_id]]
 
 
+@dataclass(frozen=True)
+class ResumeState:
+    """What a transcript holds for a resumed run: its current record of each case (the last a resume
+    keeps: :func:`~metrobench.transcripts.records.current_records`) and, of the cases asked for, those
+    whose data changed since their record was made (:func:`changed_cases`: run again)."""
+
+    current: dict[str, CaseRecord]
+    changed: list[str]
+
+    @property
+    def done(self) -> set[str]:
+        """The cases a resume skips."""
+        return set(self.current) - set(self.changed)
+
+
+def other_settings(header: RunHeader | None, records: list[CaseRecord], fingerprint: str) -> bool:
+    """Whether the transcript's header or any of its records was made under another settings fingerprint."""
+    if header is not None and header.config != fingerprint:
+        return True
+    return any(record.meta.get("config") != fingerprint for record in records)
+
+
+def resume_state(header: RunHeader | None, records: list[CaseRecord], fingerprint: str | None,
+                 hashes: dict[str, str]) -> ResumeState | None:
+    """The resume rule, one for the runner (:func:`prepare_resume`) and ``metrobench plan``: ``None`` when
+    the transcript was made under other settings than ``fingerprint`` (a resume sets it aside or refuses
+    it: nothing in it is done; ``None`` fingerprint: not compared); else its current records and the
+    cases of ``hashes`` (case id -> :func:`case_hash` now) whose data changed."""
+    if fingerprint is not None and other_settings(header, records, fingerprint):
+        return None
+    current = current_records(records)
+    return ResumeState(current, changed_cases(current, hashes))
+
+
 def _shown(value: Any) -> str:
     """A setting's value in a refusal: ``unset`` for None, JSON for a mapping, else as written."""
     if value is None:
@@ -196,8 +230,9 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
             raise MetrobenchError(
                 f"{path}: {where} {what}; rerun with --set-aside to keep it aside and start "
                 f"afresh, or write to another file")
-    current = current_records(records)
-    changed = changed_cases(current, hashes)
+    state = resume_state(header, records, fingerprint, hashes)
+    assert state is not None  # every stamp was compared above: a mismatch has returned or raised
+    changed = state.changed
     if changed and not rerun_changed:
         more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
         raise MetrobenchError(
@@ -211,7 +246,7 @@ def prepare_resume(path: Path, cfg: ModelConfig, cases: list[Case], *, restart: 
     if any(rerun_on_resume(record) for record in records):
         # drop the failures to redo; the header (if the file has one) stays its first line
         write_transcript(path, [r for r in records if not rerun_on_resume(r)], header)
-    return set(current) - set(changed)
+    return state.done
 
 
 def run_header(cfg: ModelConfig, system: str, serving: dict[str, Any] | None) -> RunHeader:
