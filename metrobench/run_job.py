@@ -81,6 +81,16 @@ class RunJob:
         """Its cases, in case-file order, of the split's ``partitions``."""
         return self.selection().resolve(bench, partitions)
 
+    def resolve(self, bench: Benchmark) -> tuple[Selection, list[Case]]:
+        """Its selection as its records state it (with its split file's digest) and its cases, read from
+        its split file (``None``: the committed split)."""
+        from metrobench.data.partition import load_split
+        from metrobench.data.selection import split_digest
+
+        partitions = load_split(bench, self.split)
+        selection = self.selection(split_digest(partitions))
+        return selection, selection.resolve(bench, partitions)
+
     @property
     def served_gguf(self) -> str | None:
         """The GGUF file a configured model serves from (None: a package, hosted, scripted, a student)."""

@@ -152,8 +152,6 @@ def execute(job: RunJob, *, restart: bool = False, set_aside: bool = False, reru
     here when its config serves the model; then cut its view, after the server has stopped."""
     from metrobench.agents.runner.run import run_model
     from metrobench.agents.serving import serve_model, serving_record
-    from metrobench.data.partition import load_split
-    from metrobench.data.selection import split_digest
     from metrobench.scoring.names import check_name
     from metrobench.transcripts.records import transcript_lock
     from metrobench.transcripts.views import check_view_path
@@ -165,9 +163,7 @@ def execute(job: RunJob, *, restart: bool = False, set_aside: bool = False, reru
     check_fit(cfg, job.card)                 # before anything is loaded: the GGUF's own header against the card
     bench = verified_bench(job.data, no_verify, say=True)  # as eval and score verify
     check_name("model", cfg.name)
-    partitions = load_split(bench, job.split)
-    selection = job.selection(split_digest(partitions))
-    cases = selection.resolve(bench, partitions)
+    selection, cases = job.resolve(bench)
     target = work or out
     with transcript_lock(target, wait=work is not None):  # before serving, and while the view is cut
         with serve_model(cfg, log_path=Path(server_log) if server_log else None, gpu=require_gpu) as url:
