@@ -1,22 +1,20 @@
-"""``metrobench rule-agent``: the scripted baseline (no model), one transcript per system: an alias of ``bench``.
+"""``metrobench rule-agent``: the scripted baseline (no model), one transcript per system: an alias of ``run``.
 
 Contract: runs the rule agent (``provider: scripted``, :mod:`metrobench.agents.rule_agent`) on the
-selected cases of each ``--system`` through the runner, as ``bench --model rule-agent`` runs a
-study's ``rule-agent`` entry, and writes its transcript to ``--out`` (``{system}`` in the path
+selected cases of each ``--system``: one run job each, executed as ``run`` executes it
+(:func:`metrobench.commands.runs.execute`), and writes its transcript to ``--out`` (``{system}`` in the path
 names the system, required with several, which then share one process and its imports): the same
-records, ``messages`` and run stamps included, resumed as ``bench`` resumes (a transcript of the
+records, ``messages`` and run stamps included, resumed as ``run`` resumes (a transcript of the
 other mode is set aside, never deleted). The benchmark's pinned digests are checked first unless
 ``--no-verify``. ``--mode teacher`` runs it as a teacher (stops the kiosk accepts); the default
-``baseline`` is the paper's baseline, unchanged. The workflow runs ``bench``; this stays for users.
+``baseline`` is the paper's baseline, unchanged. The workflow runs ``run --view``; this stays for users.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from metrobench.commands.common import (Subparsers, add_data, add_selection, add_verify, at_least_one,
-                                        run_selection, system_names, verified_bench)
+from metrobench.commands.common import Subparsers, add_data, add_selection, add_verify, at_least_one, system_names
 from metrobench.errors import MetrobenchError
 
 
@@ -38,23 +36,16 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def cmd_rule_agent(args: argparse.Namespace) -> int:
     from metrobench.agents.rule_agent import scripted_config
-    from metrobench.agents.runner.run import run_model
-    from metrobench.agents.serving_record import hosted_record
-    from metrobench.scoring.names import check_name
+    from metrobench.commands.runs import execute
+    from metrobench.run_job import RunJob
 
     systems = list(dict.fromkeys(args.system))
     if len(systems) > 1 and "{system}" not in args.out:
         raise MetrobenchError("--out: with several --system, the path must hold {system} (one transcript each)")
-    bench = verified_bench(args.data, args.no_verify)
-    check_name("model", args.model)
     cfg = scripted_config(args.model, args.mode)
     for system in systems:
-        selection, cases = run_selection(bench, system=system, partition=args.partition, split=args.split,
-                                         sample=args.sample)
-        out = Path(args.out.replace("{system}", system))
-        summary = run_model(cfg, bench.system(system), cases, out, selection=selection,
-                            serving=hosted_record(cfg), set_aside_changed=True)
-        mode = "" if args.mode == "baseline" else f", {args.mode} mode"
-        print(f"wrote {out}: {summary.ran} cases of {system} run, {summary.skipped} already there "
-              f"({summary.failed} failed{mode})")
+        job = RunJob(model=cfg.name, system=system, view=args.partition, config=cfg, data=args.data,
+                     split=args.split, sample=args.sample, work=None, out=args.out.replace("{system}", system),
+                     gguf=None, model_file=None, card=None)
+        execute(job, set_aside=True, no_verify=args.no_verify)
     return 0

@@ -6,8 +6,8 @@ other import sits inside a function), and every failure it reports is a
 builders (``add_*``) take the parser; the helpers that compute something take values,
 not the parsed ``Namespace`` (each command passes its own ``args.x``), so a caller
 other than the CLI can use them: :func:`open_bench`, :func:`verified_bench`,
-:func:`model_config` (with :class:`ModelFlags`, the model flags as one typed value)
-and :func:`run_selection`.
+:func:`model_config` (with :class:`ModelFlags`, the model flags as one typed value); a run's
+cases are its :class:`~metrobench.run_job.RunJob`'s.
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from metrobench.data import Benchmark
-    from metrobench.data.models import Case
     from metrobench.agents.runner.config import ModelConfig
     from metrobench.study import StudyConfig
-    from metrobench.data.selection import Selection
 
 Subparsers = argparse._SubParsersAction  # what ``register(subparsers)`` receives
 
@@ -271,23 +269,6 @@ def model_config(*, config: list[str] | None = None, model_file: str | None = No
     return resolve_model_config(model_file, gguf=gguf, repeat=repeat or 1, **overrides)
 
 
-def run_selection(bench: Benchmark, *, system: str, partition: str, split: str | None, sample: int | None = None,
-                  cases: str | None = None, limit: int | None = None) -> tuple[Selection, list[Case]]:
-    """The cases a run covers: ``partition`` of ``split`` (``--partition``/``--split``), then ``sample``,
-    ``cases`` (comma-separated ids) and ``limit``, in that order (:func:`add_case_options`).
-
-    Returned with the :class:`~metrobench.data.selection.Selection` the run records.
-    """
-    from metrobench.data.partition import load_split
-    from metrobench.data.selection import Selection, split_digest
-
-    partitions = load_split(bench, split)
-    wanted = tuple(c.strip() for c in cases.split(",") if c.strip()) if cases else None
-    selection = Selection(system=system, partition=partition, split=split_digest(partitions),
-                          sample=sample, cases=wanted, limit=limit)
-    return selection, selection.resolve(bench, partitions)
-
-
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """The options of ``run`` and ``bench``: system, model settings, case selection, transcript.
 
@@ -331,7 +312,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_case_options(p: argparse.ArgumentParser, partition_help: str | None = None) -> None:
-    """Which cases of a system a run covers (:func:`run_selection`)."""
+    """Which cases of a system a run covers (:meth:`metrobench.run_job.RunJob.resolve`)."""
     add_selection(p, partition_help)
     p.add_argument("--cases", type=name_list, help="comma-separated case ids")
     p.add_argument("--limit", type=at_least_one, help="only the first N cases")

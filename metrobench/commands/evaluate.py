@@ -122,22 +122,21 @@ def eval_root(model: str, root: str) -> str:
 def cmd_eval(args: argparse.Namespace) -> int:
     from metrobench.commands.common import load_study
     from metrobench.commands.eval_results import build, judge_of, write_results
-    from metrobench.commands.runs import cmd_bench, cmd_run
+    from metrobench.commands.runs import execute, flags_job, options_of
     from metrobench.commands.scoring import score_runs
 
     systems = systems_of(args.system)
     cfg = model_config(config=args.config, model_file=args.model_config, model=args.model, gguf=args.gguf,
                        repeat=args.repeat, flags=ModelFlags.parsed(args))
-    served = cfg.serving is not None and not cfg.base_url   # a GGUF to serve, not an endpoint already up
     bench = verified_bench(args.data, args.no_verify)
     args.data = str(bench.root)                              # the runs read the benchmark just verified
     folder = eval_root(cfg.name, args.results)
     pending = _pending_folder(Path(folder))
     try:
         for system in systems:
-            one = argparse.Namespace(**{**vars(args), "system": system, "out": str(pending / f"{system}.jsonl"),
-                                        "work": layout.work_path(cfg.name, system, args.results)})
-            (cmd_bench if served else cmd_run)(one)
+            job = flags_job(args, system=system, out=str(pending / f"{system}.jsonl"),
+                            work=layout.work_path(cfg.name, system, args.results))
+            execute(job, **options_of(args))
         with _one_at_a_time(Path(folder), cfg.name):
             views = []
             for system in systems:       # this eval's views, cut for its selection, in place only now

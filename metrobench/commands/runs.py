@@ -31,8 +31,9 @@ rerunning the command redoes exactly those cases.
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from metrobench.commands.common import ModelFlags, Subparsers, add_run_options, load_study, model_config, verified_bench
 from metrobench.errors import MetrobenchError
@@ -111,7 +112,7 @@ JOB_DECLARES = ("out", "work", "split", "sample", "cases", "limit", "gguf", "rep
 
 def job_of(args: argparse.Namespace) -> RunJob:
     """The run job the flags name: a study's (``--view``), else one made of the flags themselves."""
-    from metrobench.run_job import RunJob, check_view_names, run_job
+    from metrobench.run_job import check_view_names, run_job
 
     if args.view is not None:
         if not args.config or not args.model:
@@ -125,24 +126,40 @@ def job_of(args: argparse.Namespace) -> RunJob:
         return run_job(study, args.model, args.system, args.view)
     if not args.out:
         raise MetrobenchError("name the transcript with --out (or run a study's run job with --view)")
+    return flags_job(args, system=args.system, out=args.out, work=args.work)
+
+
+def flags_job(args: argparse.Namespace, *, system: str, out: str, work: str | None) -> RunJob:
+    """A run job made of a command's flags (``run`` without ``--view``, ``eval`` for each system): the model's
+    settings from :func:`~metrobench.commands.common.model_config`, the cases from the case options, the card
+    from ``--gpu``, else with ``--require-gpu`` the ``--config`` study's ``gpu``."""
+    from metrobench.run_job import RunJob
+
     cfg = model_config(config=args.config, model_file=args.model_config, model=args.model, gguf=args.gguf,
                        repeat=args.repeat, flags=ModelFlags.parsed(args))
-    card = args.gpu
+    card = getattr(args, "gpu", None)
     if card is None and args.require_gpu and args.config:
         card = load_study(args.config).gpu
-    return RunJob(model=cfg.name, system=args.system, view=args.partition, config=cfg, data=args.data,
-                  split=args.split, sample=args.sample, work=args.work, out=args.out, gguf=args.gguf,
+    return RunJob(model=cfg.name, system=system, view=args.partition, config=cfg, data=args.data,
+                  split=args.split, sample=args.sample, work=work, out=out, gguf=args.gguf,
                   model_file=args.model_config, card=card,
                   case_ids=tuple(c.strip() for c in args.cases.split(",") if c.strip()) if args.cases else None,
                   limit=args.limit)
 
 
+def options_of(args: argparse.Namespace) -> dict[str, Any]:
+    """How :func:`execute` treats a transcript already there and the server, as the flags say."""
+    return {"restart": args.restart, "set_aside": args.set_aside, "rerun_changed": args.rerun_changed,
+            "require_gpu": args.require_gpu, "no_verify": args.no_verify, "server_log": args.server_log,
+            "progress": args.progress}
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     job = job_of(args)
-    return execute(job, restart=args.restart, set_aside=args.set_aside or args.view is not None,
-                   rerun_changed=args.rerun_changed or args.view is not None,
-                   require_gpu=args.require_gpu or (args.view is not None and job.card is not None),
-                   no_verify=args.no_verify, server_log=args.server_log, progress=args.progress)
+    options = options_of(args)
+    if args.view is not None:    # a study's run job: set aside and rerun changed cases, as the workflow needs
+        options.update(set_aside=True, rerun_changed=True, require_gpu=args.require_gpu or job.card is not None)
+    return execute(job, **options)
 
 
 def execute(job: RunJob, *, restart: bool = False, set_aside: bool = False, rerun_changed: bool = False,
@@ -157,16 +174,20 @@ def execute(job: RunJob, *, restart: bool = False, set_aside: bool = False, reru
     from metrobench.transcripts.views import check_view_path
 
     cfg = job.config
+    served = cfg.serving is not None and not cfg.base_url   # a GGUF to serve here, not an endpoint already up
     work, out = (Path(job.work) if job.work else None), Path(job.out)
     if work is not None:
         check_view_path(work, out)           # --out must not be --work under another spelling
-    check_fit(cfg, job.card)                 # before anything is loaded: the GGUF's own header against the card
+    if served:
+        check_fit(cfg, job.card)             # before anything is loaded: the GGUF's own header against the card
     bench = verified_bench(job.data, no_verify, say=True)  # as eval and score verify
     check_name("model", cfg.name)
     selection, cases = job.resolve(bench)
     target = work or out
     with transcript_lock(target, wait=work is not None):  # before serving, and while the view is cut
-        with serve_model(cfg, log_path=Path(server_log) if server_log else None, gpu=require_gpu) as url:
+        serving = serve_model(cfg, log_path=Path(server_log) if server_log else None, gpu=require_gpu) if served \
+            else nullcontext(None)
+        with serving as url:
             summary = run_model(cfg, bench.system(job.system), cases, target, base_url=url, restart=restart,
                                 selection=selection, serving=serving_record(cfg, url), set_aside_changed=set_aside,
                                 rerun_changed=rerun_changed, progress_interval=progress)

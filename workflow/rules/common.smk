@@ -106,11 +106,6 @@ def merged_config_flag():
     return f"--config {path}"
 
 
-def student_of(model):
-    """(size, seed) of a student model name `<size>-peft-s<seed>`, else None."""
-    return layout.student_of(STUDENT_SEEDS, model)
-
-
 # Models by name (metrobench/hub/): the config's downloads, resolved into the lock by
 # `metrobench lock`. A lock that disagrees with the config stops the plan; an entry not
 # locked yet still plans its fetch job, which stops at once naming `metrobench lock`.
@@ -248,12 +243,6 @@ def judge_flags():
     return " ".join(flags)
 
 
-def members(models):
-    """Configured model names, a student group `<size>-peft` expanded to its seeds, a model with
-    `repeats: k` to its k runs (metrobench.study.StudyConfig.members)."""
-    return STUDY.members(models)
-
-
 # What each paper table and figure reads, declared once in metrobench.paper.registry
 # (the same declarations `metrobench tables` builds from).
 TABLE_INPUTS = {name: registry.inputs(STUDY, name) for name in registry.TABLES}
@@ -309,6 +298,6 @@ def intermediate(path):
 # The runs the errata table rescores (default: the rule agent).
 ERRATA_MODELS = STUDY.stats.errata_models
 # The runs whose protocol options the options table measures: the protocol table's (Table 9's).
-PROTOCOL_MODELS = members(STUDY.stats_models(STUDY.stats.bootstrap_models))
+PROTOCOL_MODELS = STUDY.members(STUDY.stats_models(STUDY.stats.bootstrap_models))
 # The models of the case viewer: the config's view.models, else the leaderboard's, else the rule agent.
 VIEW_MODELS = STUDY.view_models()
