@@ -96,7 +96,7 @@ class StudyNeeds:
     peft_temporary: bool = False    # merged folders and f16 GGUFs deleted once quantised
 
 
-def study_needs(study: StudyConfig) -> StudyNeeds:
+def read_needs(study: StudyConfig) -> StudyNeeds:
     """Read the study config for what it will run (model configs and recipes in files too)."""
     from metrobench.agents.runner.config import study_model_config
     from metrobench.training.recipe import load_recipe
@@ -766,7 +766,7 @@ def load_config(paths: list[str]) -> tuple[StudyConfig | None, Check]:
 
 def run_checks(paths: list[str], *, data: str | None, results: Path) -> list[Check]:
     study, loaded = load_config(paths)
-    needs = study_needs(study) if study is not None else StudyNeeds()
+    needs = read_needs(study) if study is not None else StudyNeeds()
     base = Path.cwd()
     return [loaded, *check_python(), *check_llama_cpp(needs), check_llama_server(needs),
             *check_named_builds(study),
