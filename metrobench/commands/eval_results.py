@@ -336,7 +336,7 @@ def workflow_results(study: Any, model: str, *, runs: Path, scores: Path, partit
     from metrobench import layout
     from metrobench.data.root import SYSTEMS
     from metrobench.errors import MetrobenchError
-    from metrobench.vocabulary import WHOLE_IN_REPORTS
+    from metrobench.vocabulary import report_partition
 
     cfg = workflow_config(study, model)
     part = partition or study.bench.partition
@@ -346,7 +346,7 @@ def workflow_results(study: Any, model: str, *, runs: Path, scores: Path, partit
         raise MetrobenchError(f"results: no run {absent[0]} (the workflow's run of {model}: "
                               f"snakemake {absent[0]})")
     scoring = study.scoring
-    return build(cfg=cfg, views=views, scores=Path(scores), partition=WHOLE_IN_REPORTS if is_whole(part) else part,
+    return build(cfg=cfg, views=views, scores=Path(scores), partition=report_partition(part),
                  judge=judge_dict(scoring.judge, scoring.judge_model, scoring.judge_url), verified=verified,
                  prices=study.prices)
 

@@ -31,6 +31,7 @@ from metrobench import layout
 from metrobench.paper import deployment, figures, serving_tables
 from metrobench.paper import tables as T
 from metrobench.paper.inputs import Cell, Footprint, Model, Printed, Resampling, Row, Seed, StudentGroup
+from metrobench.vocabulary import WHOLE_IN_REPORTS
 
 if TYPE_CHECKING:
     from metrobench.stats.cases import Cases
@@ -245,7 +246,7 @@ TABLES: dict[str, Table] = {t.name: t for t in [
           files=_student_files("gguf_sizes"), tier1=True),
     Table("table7", lambda s: T.table7(s.composition()), files=lambda study, paths: [paths.teacher_composition()]),
     Table("table8", lambda s: T.table8(s.students()), files=_student_files("adapter_dir", "gguf_sizes")),
-    Table("table9", lambda s: pd.concat([T.table9(s.cases(), _bootstrapped(s), s.resampling(), "full"),
+    Table("table9", lambda s: pd.concat([T.table9(s.cases(), _bootstrapped(s), s.resampling(), WHOLE_IN_REPORTS),
                                          T.table9(s.cases(), _bootstrapped(s), s.resampling(), "holdout")]),
           scores=_bootstrap),
     Table("table10", lambda s: T.table10(s.cases(), s.comparisons(), s.resampling()),

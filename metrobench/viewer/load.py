@@ -21,7 +21,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.transcripts.records import CaseRecord, read_run
 from metrobench.transcripts.system_files import system_transcripts
-from metrobench.vocabulary import WHOLE_IN_REPORTS
+from metrobench.vocabulary import WHOLE_IN_REPORTS, is_whole
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def load_scores(scores: Path, models: list[str] | None, partition: str = WHOLE_I
     wanted = set(models or found)
     views: dict[tuple[str, str, str], CaseResult] = {}
     for i in range(table.num_rows):
-        if cols["model"][i] not in wanted or (partition != WHOLE_IN_REPORTS and cols["partition"][i] != partition):
+        if cols["model"][i] not in wanted or (not is_whole(partition) and cols["partition"][i] != partition):
             continue
         key = (cols["model"][i], cols["system"][i], cols["case_id"][i])
         view = views.get(key)

@@ -15,6 +15,7 @@ from metrobench.viewer.conversation import render_conversation
 from metrobench.viewer.html import esc, fmt, href, page
 from metrobench.viewer.kiosk import render_terminal_state
 from metrobench.viewer.load import CaseResult
+from metrobench.vocabulary import WHOLE_IN_REPORTS
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -136,7 +137,7 @@ def _model_cell(model: str, labels: Mapping[str, str]) -> str:
 
 
 def index_page(by_model: dict[str, list[CaseResult]], compared: Sequence[str],
-               labels: Mapping[str, str] | None = None, partition: str = "full") -> str:
+               labels: Mapping[str, str] | None = None, partition: str = WHOLE_IN_REPORTS) -> str:
     """Every model (by its leaderboard label where ``labels`` has one) with its headline, then the
     models among the paper's published Table 2 (:func:`among_published_html`), then comparisons."""
     labels = labels or {}

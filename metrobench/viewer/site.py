@@ -32,6 +32,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.scoring.names import check_name
 from metrobench.viewer.pages import case_page, compare_page, index_page, model_page
 from metrobench.viewer.load import CaseResult, attach_records, load_scores, rebuild_conversations
+from metrobench.vocabulary import WHOLE_IN_REPORTS
 
 _CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # fullmatch: "$" would let a final newline in
 #: The manifest every site carries: the files the viewer wrote there, with their digests.
@@ -173,7 +174,7 @@ def _write(path: Path, text: str) -> None:
 
 
 def _render_all(tmp: Path, by_model: dict[str, list[CaseResult]], by_case: dict[str, list[CaseResult]],
-                labels: Mapping[str, str] | None = None, partition: str = "full") -> int:
+                labels: Mapping[str, str] | None = None, partition: str = WHOLE_IN_REPORTS) -> int:
     """Write every page under ``tmp``; returns the number of comparison pages."""
     compared = {case_id: group for case_id, group in by_case.items() if len(group) > 1}
     _write(tmp / "index.html", index_page(by_model, list(compared), labels, partition))
@@ -198,7 +199,7 @@ def _rating_page(sample: str | Path, data: str | Path | None) -> str:
 
 
 def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None = None,
-               data: str | Path | None = None, partition: str = "full",
+               data: str | Path | None = None, partition: str = WHOLE_IN_REPORTS,
                calibration: str | Path | None = None, labels: Mapping[str, str] | None = None) -> SiteSummary:
     """The whole site for the chosen models (default: every model in the scores).
 
