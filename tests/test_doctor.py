@@ -132,24 +132,24 @@ def test_doctor_passes_on_this_machine_with_the_demo_config(monkeypatch, root, c
 def test_a_native_build_is_run_for_one_token_and_a_sigill_is_a_failure(monkeypatch):
     pytest.importorskip("llama_cpp")
     amx = "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | AMX_TILE = 1 |"
-    monkeypatch.setattr(doctor, "_system_info", lambda: (amx, ""))
+    monkeypatch.setattr(doctor.llama, "_system_info", lambda: (amx, ""))
     ran = []
-    monkeypatch.setattr(doctor, "_one_token", lambda: ran.append(1) or doctor._died(-4, ""))
+    monkeypatch.setattr(doctor.llama, "_one_token", lambda: ran.append(1) or doctor.llama._died(-4, ""))
     checks = doctor.check_llama_cpp(doctor.StudyNeeds(local_models=["m"]))
     assert ran == [1]
     assert checks[-1].status == "FAIL" and checks[-1].name == "llama.cpp run"
     assert "AVX512 AMX_INT8 AMX_TILE compiled in" in checks[-1].detail and "SIGILL" in checks[-1].detail
-    monkeypatch.setattr(doctor, "_one_token", lambda: None)
+    monkeypatch.setattr(doctor.llama, "_one_token", lambda: None)
     survived = doctor.check_llama_cpp(doctor.StudyNeeds(local_models=["m"]))[-1]
     assert survived.status == "warn" and "native build" in survived.detail
     portable = "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 0 |"
-    monkeypatch.setattr(doctor, "_system_info", lambda: (portable, ""))
+    monkeypatch.setattr(doctor.llama, "_system_info", lambda: (portable, ""))
     assert [c.name for c in doctor.check_llama_cpp(doctor.StudyNeeds())] == ["llama.cpp build"]
 
 
 def test_a_library_that_dies_on_load_is_a_failure(monkeypatch):
     pytest.importorskip("llama_cpp")
-    monkeypatch.setattr(doctor, "_system_info", lambda: (None, doctor._died(-4, "")))
+    monkeypatch.setattr(doctor.llama, "_system_info", lambda: (None, doctor.llama._died(-4, "")))
     [check] = doctor.check_llama_cpp(doctor.StudyNeeds())
     assert check.status == "FAIL" and "SIGILL" in check.detail and "install-llama-cpp.sh" in check.detail
 
@@ -220,3 +220,10 @@ def test_a_demo_sized_plan_needs_only_the_floor(monkeypatch, tmp_path):
     low = doctor.check_disk(tmp_path, needs, free_disk=lambda path: 5.0)
     assert low.status == "warn" and low.detail.endswith(": 15 GB short (peft_temporary: true deletes merged "
                                                         "folders and f16 GGUFs once quantised)")
+
+
+def test_the_stack_check_reads_this_checkouts_constraints_by_default():
+    """The package is a checkout's: check_stack finds constraints/stack.txt without being told where."""
+    checks = doctor.check_stack(version_of=lambda name: "0.0.0")
+    assert checks and all("not a checkout" not in c.detail for c in checks)
+    assert str(REPO / "constraints" / "stack.txt") in checks[0].detail
