@@ -144,7 +144,7 @@ def api_answer(request: dict) -> tuple[int, Any, dict[str, str]]:
     return 404, {"error": {"code": "404", "message": f"no such path {path}"}}, {}
 
 
-def served(requests: list[dict]) -> str:
+def stand_in_answers(requests: list[dict]) -> str:
     """What the API stand-in answered, by wire format and deployment (reasoning efforts seen)."""
     counts: Counter[str] = Counter()
     for request in requests:
@@ -243,7 +243,7 @@ def stage_times(root: Path) -> dict[str, tuple[int, float, float]]:
     return {stage: (len(v), sum(v), max(v)) for stage, v in sorted(seconds.items())}
 
 
-def summary(phases: dict[str, float], stages: dict[str, tuple[int, float, float]], api: str) -> str:
+def rehearsal_summary(phases: dict[str, float], stages: dict[str, tuple[int, float, float]], api: str) -> str:
     lines = ["rehearsal: time per phase (wall s):"]
     lines += [f"  {seconds:8.1f}  {name}" for name, seconds in phases.items()]
     lines.append("rehearsal: time per stage (Snakemake benchmark files: jobs, job-seconds summed, longest job):")
@@ -340,7 +340,7 @@ def rehearse(workdir: Path, data: Path, cores: int) -> str:
             "snakemake", snake, workdir, env, logs / "snakemake.log", progress=True)
         phases["snakemake --report"] = run_phase(
             "report", [*snake[:3], "--report", "results/report.html", *snake[3:]], workdir, env, logs / "report.log")
-        answered = served(api.requests)
+        answered = stand_in_answers(api.requests)
     phases["total"] = time.monotonic() - start
     missing = [t for t in [*targets, "results/report.html"] if not (workdir / t).exists()]
     if missing:
@@ -354,7 +354,7 @@ def rehearse(workdir: Path, data: Path, cores: int) -> str:
     if not students or wrong:
         raise PhaseFailed(1, f"rehearsal: {wrong[0]} was not converted by the build that serves it ({converter}): "
                              f"{students[wrong[0]]}" if wrong else "rehearsal: no student GGUF was made")
-    return "\n".join([summary(phases, stage_times(workdir / "results" / "benchmarks"), answered),
+    return "\n".join([rehearsal_summary(phases, stage_times(workdir / "results" / "benchmarks"), answered),
                       "rehearsal: the named builds (doctor's checks):", checked,
                       "rehearsal: builds the runs' serving records name (work transcripts):",
                       *[f"  {n:6d}  {label}" for label, n in builds.items()],

@@ -49,7 +49,7 @@ class Drift:
         return f"{self.name} {self.installed} (pinned {self.spec})" if self.installed else self.name
 
 
-def normalise(name: str) -> str:
+def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
@@ -77,7 +77,7 @@ def read_pins(path: Path) -> list[Pin]:
             requirement = Requirement(line)
         except InvalidRequirement as exc:
             raise MetrobenchError(f"{path}: line {number}: {line!r} is not a pin ({exc})") from None
-        name = normalise(requirement.name)
+        name = canonical_name(requirement.name)
         if name in first:
             raise MetrobenchError(f"{path}: line {number}: {name} is pinned twice (first on line {first[name]}); "
                                   "keep one")

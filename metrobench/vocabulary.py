@@ -63,15 +63,27 @@ CATEGORIES: tuple[str, ...] = tuple("ABCDEFGHIJK")
 
 #: The two parts of the train/held-out split (§9.1): a case's ``partition`` is one of them.
 PARTS: tuple[str, ...] = ("train", "holdout")
-#: The canonical word for the whole set: case selections and the split file's totals say "all" (§2.11).
+#: The one word the code uses for the whole set: case selections, the views' paths
+#: (``runs/all/``) and the split file's totals say "all" (§2.11).
 WHOLE = "all"
 #: Case selections (``--partition`` of runs and scoring inputs), in their CLI order.
 SELECTIONS: tuple[str, ...] = (WHOLE, *PARTS)
-#: The word score summaries, tables and the viewer take and write for the whole set (their CLI
-#: values and file names): it means :data:`WHOLE`.
+#: How score summaries, tables and the viewer spell :data:`WHOLE` where they write it: the
+#: ``partition`` column of the published tables (Tables 9, 10, the repeats table), the viewer's
+#: pages and those commands' ``--partition`` value. Kept so those files stay byte for byte as
+#: published; the code tests for the whole set with :func:`is_whole` only, and their commands take
+#: either spelling (:func:`report_partition`).
 WHOLE_IN_REPORTS = "full"
-#: What score summaries and tables take for ``--partition``, in their CLI order.
+#: What score summaries and tables take for ``--partition``, in their CLI order (``all`` is
+#: accepted too: :func:`report_partition`).
 REPORT_PARTITIONS: tuple[str, ...] = ("holdout", "train", WHOLE_IN_REPORTS)
+
+
+def report_partition(partition: str) -> str:
+    """``partition`` as the reports spell it: the whole set, in either spelling, as
+    :data:`WHOLE_IN_REPORTS`; anything else unchanged (the ``type=`` of a report's ``--partition``,
+    so ``--partition all`` means ``--partition full`` and its files are the same bytes)."""
+    return WHOLE_IN_REPORTS if is_whole(partition) else partition
 
 
 def is_whole(partition: str) -> bool:

@@ -12,15 +12,15 @@ from pathlib import Path
 import pandas as pd
 
 from metrobench.paper.inputs import Printed
-from metrobench.paper.registry import TABLES, Sources
+from metrobench.paper.registry import TABLES, TableInputs
 from metrobench.stats.cases import Cases
 from metrobench.study import StudyConfig
 
 
 def sources(config: StudyConfig, cases: Cases | None = None, results: Path | str = "results",
-            scores: Path | str = "scores") -> Sources:
+            scores: Path | str = "scores") -> TableInputs:
     """The registry's view of ``config`` over ``results`` (the tables' inputs, resolved on demand)."""
-    return Sources(config, Path(results), Path(scores), cases)
+    return TableInputs(config, Path(results), Path(scores), cases)
 
 
 def built(name: str, config: StudyConfig, cases: Cases | None = None, results: Path | str = "results",

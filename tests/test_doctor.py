@@ -28,7 +28,7 @@ def test_features_are_read_from_llama_cpps_system_info_line():
 
 def test_demo_config_needs_llama_cpp_and_cpu_training_but_no_key_or_gpu(monkeypatch):
     monkeypatch.chdir(REPO)
-    needs = doctor.study_needs(load_study(["config/demo.yaml"]))
+    needs = doctor.read_needs(load_study(["config/demo.yaml"]))
     assert needs.local_models == ["smollm2-135m", "students"]
     assert needs.students and not needs.gpu_training
     assert needs.key_envs == {} and needs.ggufs == {}
@@ -36,7 +36,7 @@ def test_demo_config_needs_llama_cpp_and_cpu_training_but_no_key_or_gpu(monkeypa
 
 def test_paper_config_needs_the_hosted_keys_the_judge_key_a_gpu_and_its_ggufs(monkeypatch):
     monkeypatch.chdir(REPO)
-    needs = doctor.study_needs(load_study(["config/config.yaml"]))
+    needs = doctor.read_needs(load_study(["config/config.yaml"]))
     assert needs.key_envs["ANTHROPIC_API_KEY"] == "the judge"
     assert {"MISTRAL_API_KEY", "AZURE_OPENAI_API_KEY"} <= set(needs.key_envs)
     assert needs.gpu_training
@@ -132,24 +132,24 @@ def test_doctor_passes_on_this_machine_with_the_demo_config(monkeypatch, root, c
 def test_a_native_build_is_run_for_one_token_and_a_sigill_is_a_failure(monkeypatch):
     pytest.importorskip("llama_cpp")
     amx = "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | AMX_TILE = 1 |"
-    monkeypatch.setattr(doctor, "_system_info", lambda: (amx, ""))
+    monkeypatch.setattr(doctor.llama, "_system_info", lambda: (amx, ""))
     ran = []
-    monkeypatch.setattr(doctor, "_one_token", lambda: ran.append(1) or doctor._died(-4, ""))
+    monkeypatch.setattr(doctor.llama, "_one_token", lambda: ran.append(1) or doctor.llama._died(-4, ""))
     checks = doctor.check_llama_cpp(doctor.StudyNeeds(local_models=["m"]))
     assert ran == [1]
     assert checks[-1].status == "FAIL" and checks[-1].name == "llama.cpp run"
     assert "AVX512 AMX_INT8 AMX_TILE compiled in" in checks[-1].detail and "SIGILL" in checks[-1].detail
-    monkeypatch.setattr(doctor, "_one_token", lambda: None)
+    monkeypatch.setattr(doctor.llama, "_one_token", lambda: None)
     survived = doctor.check_llama_cpp(doctor.StudyNeeds(local_models=["m"]))[-1]
     assert survived.status == "warn" and "native build" in survived.detail
     portable = "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 0 |"
-    monkeypatch.setattr(doctor, "_system_info", lambda: (portable, ""))
+    monkeypatch.setattr(doctor.llama, "_system_info", lambda: (portable, ""))
     assert [c.name for c in doctor.check_llama_cpp(doctor.StudyNeeds())] == ["llama.cpp build"]
 
 
 def test_a_library_that_dies_on_load_is_a_failure(monkeypatch):
     pytest.importorskip("llama_cpp")
-    monkeypatch.setattr(doctor, "_system_info", lambda: (None, doctor._died(-4, "")))
+    monkeypatch.setattr(doctor.llama, "_system_info", lambda: (None, doctor.llama._died(-4, "")))
     [check] = doctor.check_llama_cpp(doctor.StudyNeeds())
     assert check.status == "FAIL" and "SIGILL" in check.detail and "install-llama-cpp.sh" in check.detail
 
@@ -179,7 +179,7 @@ def test_an_unlocked_or_stale_models_lock_is_one_line_naming_the_command(tmp_pat
     (tmp_path / "config" / "models.lock.yaml").write_text(yaml.safe_dump(lock))
     assert [c.status for c in doctor.check_lock(study)] == ["ok"]
     # a GGUF that the workflow will fetch is not a missing model file
-    needs = doctor.study_needs(load_study([str(tmp_path / "study.yaml")]))
+    needs = doctor.read_needs(load_study([str(tmp_path / "study.yaml")]))
     needs.ggufs = {"m": "models/a.gguf"}
     assert [c.status for c in doctor.check_models(needs, tmp_path, study)] == ["ok"]
 
@@ -187,7 +187,7 @@ def test_an_unlocked_or_stale_models_lock_is_one_line_naming_the_command(tmp_pat
 def test_disk_and_memory_are_checked_against_the_paper_plan(monkeypatch, tmp_path):
     """The paper's students (2/4/9/27B, 3+2+2+2 seeds): bases, merged folders and GGUFs against free disk."""
     monkeypatch.chdir(REPO)
-    needs = doctor.study_needs(load_study(["config/config.yaml"]))
+    needs = doctor.read_needs(load_study(["config/config.yaml"]))
     assert needs.student_billions == {"2b": 2.0, "4b": 4.0, "9b": 9.0, "27b": 27.0}
     assert needs.peft_temporary                 # the paper config's choice; first as it would be without it
     needs.peft_temporary = False
@@ -214,9 +214,16 @@ def test_disk_and_memory_are_checked_against_the_paper_plan(monkeypatch, tmp_pat
 
 def test_a_demo_sized_plan_needs_only_the_floor(monkeypatch, tmp_path):
     monkeypatch.chdir(REPO)
-    needs = doctor.study_needs(load_study(["config/demo.yaml"]))
+    needs = doctor.read_needs(load_study(["config/demo.yaml"]))
     assert doctor.plan_needs(needs) == (0.0, doctor.MIN_FREE_GB)
     assert doctor.check_disk(tmp_path, needs, free_disk=lambda path: 25.0).status == "ok"
     low = doctor.check_disk(tmp_path, needs, free_disk=lambda path: 5.0)
     assert low.status == "warn" and low.detail.endswith(": 15 GB short (peft_temporary: true deletes merged "
                                                         "folders and f16 GGUFs once quantised)")
+
+
+def test_the_stack_check_reads_this_checkouts_constraints_by_default():
+    """The package is a checkout's: check_stack finds constraints/stack.txt without being told where."""
+    checks = doctor.check_stack(version_of=lambda name: "0.0.0")
+    assert checks and all("not a checkout" not in c.detail for c in checks)
+    assert str(REPO / "constraints" / "stack.txt") in checks[0].detail

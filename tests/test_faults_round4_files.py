@@ -18,7 +18,7 @@ from metrobench import doctor
 from metrobench.errors import MetrobenchError
 from metrobench.footprint.architectures import arch_of
 from metrobench.footprint.fit import check_study, study_needs
-from metrobench.footprint.gguf_header import read_header
+from metrobench.footprint.gguf_header import read_gguf_header
 from metrobench.study import load_study
 
 U32, I32, STR, ARR, U64 = 4, 5, 8, 9, 10
@@ -90,7 +90,7 @@ def test_a_well_formed_hand_written_gguf_reads():
         path = write_gguf(Path(tmp) / "m.gguf", llama_kvs())
         arch = arch_of(path)
         assert (arch.name, arch.layers, arch.kv_heads, arch.hidden, arch.vocab) == ("llama", 2, 2, 64, 32)
-        assert read_header(path).tensor_bytes == {"token_embd.weight": 64 * 32 * 4}
+        assert read_gguf_header(path).tensor_bytes == {"token_embd.weight": 64 * 32 * 4}
 
 
 HUGE = 2**62
@@ -138,7 +138,7 @@ def test_counts_and_lengths_are_held_to_the_file(tmp_path, head, fragments):
     path = tmp_path / "m.gguf"
     path.write_bytes(head)
     with pytest.raises(MetrobenchError) as exc:
-        read_header(path)
+        read_gguf_header(path)
     one_line(exc, path, *fragments)
 
 
@@ -149,7 +149,7 @@ def test_a_tensors_dims_type_and_offset_are_checked(tmp_path):
                                  ([2**40, 2**40], F32, "too many elements")]:
         path = write_gguf(tmp_path / "t.gguf", good, [("w", dims, kind)], data=False)
         with pytest.raises(MetrobenchError) as exc:
-            read_header(path)
+            read_gguf_header(path)
         one_line(exc, path, "tensor w", fragment)
 
 
@@ -161,7 +161,7 @@ def test_a_truncated_27b_file_is_refused_not_estimated_from_its_size(tmp_path):
            kv("qwen35.embedding_length", U32, 5120), kv("qwen35.attention.head_count_kv", U32, 4)]
     write_gguf(path, kvs, [("blk.0.ffn_down.weight", [5120, 1_000_000], Q4_K)], data=False)
     with pytest.raises(MetrobenchError) as exc:
-        read_header(path)
+        read_gguf_header(path)
     one_line(exc, path, "tensor blk.0.ffn_down.weight", "but the file has", "truncated")
 
 
@@ -209,7 +209,7 @@ def test_a_broken_served_file_is_the_rows_error_at_the_start_and_in_doctor(tmp_p
     assert line.startswith(f"{config}: serving m: {gguf}: "), line
     [fit, *_] = doctor.check_gpu_fit(study, device=lambda: None)
     assert (fit.status, fit.name) == ("FAIL", "gpu memory") and str(gguf) in fit.detail
-    [files] = doctor.check_models(doctor.study_needs(study), tmp_path, study)
+    [files] = doctor.check_models(doctor.read_needs(study), tmp_path, study)
     assert (files.status, files.name) == ("FAIL", "model files") and files.detail.startswith(f"m: {gguf}: ")
 
 

@@ -174,10 +174,10 @@ def test_the_protocol_table_counts_a_views_cases_not_its_set_asides(with_set_asi
 
 def test_table2s_settings_check_ignores_a_set_aside(with_set_aside):
     """Before: "its runs disagree on their settings: settings fingerprint ... within marta.<fp>" for ever."""
-    from metrobench.paper.run_settings import check_models, model_runs
+    from metrobench.paper.run_settings import check_runs_agree, model_runs
 
     assert [system for system, _ in model_runs(with_set_aside, "rule-agent")] == ["marta"]
-    check_models(with_set_aside, ["rule-agent"])
+    check_runs_agree(with_set_aside, ["rule-agent"])
 
 
 def test_a_folder_of_set_asides_only_has_no_transcripts(with_set_aside):

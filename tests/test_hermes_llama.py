@@ -45,13 +45,13 @@ def server(tmp_path_factory):
     pytest.importorskip("transformers")
     pytest.importorskip("llama_cpp")
     from metrobench.agents.serving import ServerConfig, llama_server
-    from metrobench.training.base import resolve_base
+    from metrobench.training.base import base_folder
     from metrobench.training.export import convert_to_gguf
 
     tmp = tmp_path_factory.mktemp("hermes-llama")
     mp = pytest.MonkeyPatch()
     mp.setenv("METROBENCH_CACHE", str(tmp / "cache"))
-    gguf = convert_to_gguf(resolve_base("tiny-qwen3.5"), tmp / "tiny-qwen3_5-f16.gguf")
+    gguf = convert_to_gguf(base_folder("tiny-qwen3.5"), tmp / "tiny-qwen3_5-f16.gguf")
     config = ServerConfig(model_path=gguf, alias="student", n_ctx=4096, n_threads=2, chat_template_file=QWEN3_5)
     with llama_server(config, log_path=tmp / "server.log") as url:
         end = httpx.post(url.removesuffix("/v1") + "/tokenize", timeout=60,

@@ -99,7 +99,7 @@ def test_lock_resolves_from_metadata_then_fetch_downloads_and_verifies(tmp_path,
 
     # train/merge find the snapshot offline at the locked commit
     env = dict(os.environ, HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
-    code = f"from metrobench.training.base import resolve_base; print(resolve_base('{BASE_REPO}', '{COMMIT}'))"
+    code = f"from metrobench.training.base import base_folder; print(base_folder('{BASE_REPO}', '{COMMIT}'))"
     found = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert found.stdout.strip() == str(folder), found.stderr
 

@@ -88,7 +88,7 @@ def test_the_api_standin_speaks_each_hosted_wire_format_and_checks_keys(studies)
         with pytest.raises(anthropic.AuthenticationError):
             anthropic.Anthropic(base_url=api.url, api_key="wrong", max_retries=0).messages.create(
                 model="m", max_tokens=1, messages=[{"role": "user", "content": "x"}])
-    summary = rehearsal.served(api.requests)
+    summary = rehearsal.stand_in_answers(api.requests)
     assert "azure responses gpt-5.6-sol effort=xhigh" in summary and "azure chat gpt-5.4 effort=high" in summary
     assert "mistral chat mistral-small-2603" in summary and "anthropic messages (judge)" in summary
 

@@ -102,7 +102,7 @@ def test_doctor_stops_on_a_lock_naming_a_package_twice(monkeypatch, tmp_path, ro
 
 def test_training_path_and_its_cost_for_the_paper_students(monkeypatch):
     monkeypatch.chdir(REPO)
-    needs = doctor.study_needs(load_study(["config/config.yaml"]))
+    needs = doctor.read_needs(load_study(["config/config.yaml"]))
     reference = "PyTorch reference path (flash-linear-attention and causal-conv1d not installed)"
     [slow] = doctor.check_training_path(needs, path_of=lambda: reference, cuda=True)
     assert (slow.status, slow.name) == ("warn", "training path")
@@ -121,7 +121,7 @@ def test_training_path_and_its_cost_for_the_paper_students(monkeypatch):
 def test_fla_on_hopper_with_a_triton_it_refuses_fails_before_the_run(monkeypatch):
     # What the GPU kit met on an H200: fla 0.6.0 stops at the first backward with Triton 3.4-3.7.0.
     monkeypatch.chdir(REPO)
-    needs = doctor.study_needs(load_study(["config/config.yaml"]))
+    needs = doctor.read_needs(load_study(["config/config.yaml"]))
     fast = "flash-linear-attention + causal-conv1d kernels"
     [hopper] = doctor.check_training_path(needs, path_of=lambda: fast, cuda=True,
                                           gpu_and_triton=lambda: ((9, 0), "3.6.0"))
@@ -135,7 +135,7 @@ def test_fla_on_hopper_with_a_triton_it_refuses_fails_before_the_run(monkeypatch
 
 def test_training_path_of_the_cpu_studies_needs_no_kernels(monkeypatch):
     monkeypatch.chdir(REPO)
-    [demo] = doctor.check_training_path(doctor.study_needs(load_study(["config/demo.yaml"])))
+    [demo] = doctor.check_training_path(doctor.read_needs(load_study(["config/demo.yaml"])))
     assert (demo.status, demo.detail) == ("ok", "smollm2: no gated-delta layers (no kernels needed)")
     assert doctor.check_training_path(doctor.StudyNeeds()) == []
 

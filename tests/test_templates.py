@@ -188,9 +188,9 @@ def test_a_tiny_qwen3_5_student_is_served_the_text_it_was_trained_on(tmp_path, m
     import httpx
 
     from metrobench.agents.serving import ServerConfig, llama_server
-    from metrobench.training.export import convert_to_gguf, merge
+    from metrobench.training.export import convert_to_gguf, merge_adapter
     from metrobench.training.train import build_trainer, encode, load_examples, tokenizer_for, train
-    from metrobench.training.base import resolve_base
+    from metrobench.training.base import base_folder
 
     monkeypatch.setenv("METROBENCH_CACHE", str(tmp_path / "cache"))
     template = chat_template(name)
@@ -198,7 +198,7 @@ def test_a_tiny_qwen3_5_student_is_served_the_text_it_was_trained_on(tmp_path, m
     dataset = tmp_path / "dataset.jsonl"
     dataset.write_text("".join(json.dumps({"messages": conversation()[:k], "tools": TOOLS}, ensure_ascii=False) + "\n"
                                for k in (9, 12, 12)))
-    base = resolve_base(recipe.base)
+    base = base_folder(recipe.base)
     tokenizer = tokenizer_for(base, name)
     rows = load_examples(dataset)
     trainer = build_trainer(recipe, rows, base, tokenizer, tmp_path / "work", seed=42)
@@ -214,7 +214,7 @@ def test_a_tiny_qwen3_5_student_is_served_the_text_it_was_trained_on(tmp_path, m
     metrics = train(recipe, dataset, out / "adapter", seed=42)
     assert metrics["recipe"]["template"] == name
     assert metrics["chat_template_sha256"] == hashlib.sha256(template.serving.encode()).hexdigest()
-    merged = merge(recipe.base, out / "adapter", out / "merged")
+    merged = merge_adapter(recipe.base, out / "adapter", out / "merged")
     from transformers import AutoTokenizer
 
     assert AutoTokenizer.from_pretrained(str(merged)).chat_template == template.serving

@@ -128,11 +128,11 @@ def test_dedupe_keeps_the_better_teacher(bench, rule_runs, tmp_path):
 
 def test_loss_mask_covers_exactly_the_assistant_turns(cache, rule_runs):
     needs("torch", "transformers")
-    from metrobench.training.base import resolve_base
+    from metrobench.training.base import base_folder
     from metrobench.training.tokens import assistant_mask
     from metrobench.training.train import tokenizer_for
 
-    tokenizer = tokenizer_for(resolve_base("tiny-qwen3"))
+    tokenizer = tokenizer_for(base_folder("tiny-qwen3"))
     line = (rule_runs / "teacher" / "dataset.jsonl").read_text().splitlines()[0]
     example = json.loads(line)
     ids, mask = assistant_mask(tokenizer, example)
@@ -171,7 +171,7 @@ def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, 
     needs("torch", "transformers", "llama_cpp")
     from transformers import TrainerCallback
 
-    from metrobench.training.export import convert_to_gguf, merge, quantize
+    from metrobench.training.export import convert_to_gguf, merge_adapter, quantize
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import train
 
@@ -193,7 +193,7 @@ def test_tiny_chain_train_resume_merge_gguf_quantize_generate(cache, rule_runs, 
     assert metrics["versions"]["trl"] and metrics["seed"] == 42
     assert json.loads((out / "adapter" / "train_metrics.json").read_text())["steps"] == 2
 
-    merge(recipe.base, out / "adapter", out / "merged")
+    merge_adapter(recipe.base, out / "adapter", out / "merged")
     assert (out / "merged" / "model.safetensors").is_file()
     f16 = convert_to_gguf(out / "merged", out / "model-f16.gguf")
     q4 = quantize(f16, out / "model-Q4_K_M.gguf")
@@ -262,9 +262,9 @@ def test_qwen3_5_mtp_config_converts_to_a_gguf_that_generates(cache, tmp_path, m
     """A Qwen3.5 folder declaring MTP without MTP weights (what merge saves) gives a loadable GGUF."""
     needs("torch", "transformers", "llama_cpp")
     from metrobench.training import export
-    from metrobench.training.base import resolve_base
+    from metrobench.training.base import base_folder
 
-    base = resolve_base("tiny-qwen3.5")
+    base = base_folder("tiny-qwen3.5")
     assert export.declared_mtp_layers(base) == 1 and not export.has_mtp_tensors(base)
     assert export.converter_flags(base, export.llama_cpp_source()) == ["--no-mtp"]   # its --help offers it
     f16 = export.convert_to_gguf(base, tmp_path / "ok-f16.gguf")
@@ -324,10 +324,10 @@ def _converter_without_no_mtp(dest: Path, *, knows_mtp: bool) -> Path:
 def _tiny_qwen3_5_merge(tmp_path: Path) -> Path:
     """A merged tiny Qwen3.5 student, as `metrobench merge` saves it: MTP declared, no MTP tensor."""
     from metrobench.training import export
-    from metrobench.training.base import resolve_base
+    from metrobench.training.base import base_folder
 
-    base = resolve_base("tiny-qwen3.5")
-    merged = export.merge(str(base), _random_adapter(base, tmp_path / "adapter"), tmp_path / "merged")
+    base = base_folder("tiny-qwen3.5")
+    merged = export.merge_adapter(str(base), _random_adapter(base, tmp_path / "adapter"), tmp_path / "merged")
     assert export.needs_no_mtp(merged)
     return merged
 
@@ -368,7 +368,7 @@ def test_qwen3_5_train_merge_gguf_q4_serves_and_parses_tool_calls(cache, rule_ru
     import httpx
 
     from metrobench.agents.serving import ServerConfig, llama_server
-    from metrobench.training.export import convert_to_gguf, merge, quantize
+    from metrobench.training.export import convert_to_gguf, merge_adapter, quantize
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import train
 
@@ -378,7 +378,7 @@ def test_qwen3_5_train_merge_gguf_q4_serves_and_parses_tool_calls(cache, rule_ru
     metrics = train(recipe, dataset, out / "adapter", seed=42)
     assert metrics["steps"] == 2 and metrics["final_train_loss"]
 
-    merged = merge(recipe.base, out / "adapter", out / "merged")
+    merged = merge_adapter(recipe.base, out / "adapter", out / "merged")
     assert json.loads((merged / "config.json").read_text())["architectures"] == ["Qwen3_5ForCausalLM"]
     q4 = quantize(convert_to_gguf(merged, out / "model-f16.gguf"), out / "model-Q4_K_M.gguf")
 
@@ -532,13 +532,13 @@ def test_qwen3_5_fused_loss_equals_the_full_logits_loss(cache, tmp_path, loss):
     """The trainer's loss (TRL's fused LM head: tiles, no full logits) equals cross-entropy on the full logits."""
     import torch
 
-    from metrobench.training.base import resolve_base
+    from metrobench.training.base import base_folder
     from metrobench.training.recipe import load_recipe
     from metrobench.training.train import build_trainer, load_examples, tokenizer_for
 
     recipe = load_recipe(REPO / "peft" / "recipes" / "tiny-qwen3_5.yaml").model_copy(
         update={"loss": loss, "batch_size": 2})
-    base = resolve_base(recipe.base)
+    base = base_folder(recipe.base)
     rows = load_examples(_short_examples(tmp_path / "short.jsonl"))
     trainer = build_trainer(recipe, rows, base, tokenizer_for(base), tmp_path / "work", seed=42)
     batch = next(iter(trainer.get_train_dataloader()))
@@ -564,10 +564,10 @@ def test_qwen3_5_quantized_base_keeps_embeddings_and_head_in_bf16(cache):
     import torch
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    from metrobench.training.base import resolve_base
+    from metrobench.training.base import base_folder
     from metrobench.training.train import prepare_quantized
 
-    base = resolve_base("tiny-qwen3.5")
+    base = base_folder("tiny-qwen3.5")
     quantization = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
                                       bnb_4bit_compute_dtype=torch.bfloat16)
     model = AutoModelForCausalLM.from_pretrained(str(base), quantization_config=quantization, dtype=torch.bfloat16)
@@ -740,13 +740,13 @@ def test_streaming_merge_equals_the_peft_merge_tensor_for_tensor(cache, tmp_path
     needs("torch", "transformers", "peft")
     import torch
 
-    from metrobench.training.base import resolve_base
-    from metrobench.training.export import merge
+    from metrobench.training.base import base_folder
+    from metrobench.training.export import merge_adapter
 
-    base = _wrapped_qwen3_5(tmp_path / "wrapped") if kind == "hub-layout" else resolve_base("tiny-qwen3.5")
+    base = _wrapped_qwen3_5(tmp_path / "wrapped") if kind == "hub-layout" else base_folder("tiny-qwen3.5")
     adapter = _random_adapter(base, tmp_path / "adapter", **({"use_rslora": True} if kind == "rslora" else {}))
     old = _tensors(_peft_reference_merge(base, adapter, tmp_path / "old"))
-    new_dir = merge(str(base), adapter, tmp_path / "new")
+    new_dir = merge_adapter(str(base), adapter, tmp_path / "new")
     new = _tensors(new_dir)
     assert sorted(new) == sorted(old) and not any(k.startswith(("mtp.", "model.visual.")) for k in new)
     different = [k for k in old if old[k].dtype != new[k].dtype or not torch.equal(old[k], new[k])]
@@ -772,14 +772,14 @@ def test_streaming_merge_equals_the_peft_merge_tensor_for_tensor(cache, tmp_path
 ])
 def test_streaming_merge_refuses_what_it_would_mis_merge(cache, tmp_path, setting, message):
     needs("torch", "transformers", "peft")
-    from metrobench.training.base import resolve_base
-    from metrobench.training.export import merge
+    from metrobench.training.base import base_folder
+    from metrobench.training.export import merge_adapter
 
-    adapter = _random_adapter(resolve_base("tiny-qwen3.5"), tmp_path / "adapter")
+    adapter = _random_adapter(base_folder("tiny-qwen3.5"), tmp_path / "adapter")
     config_path = adapter / "adapter_config.json"
     config_path.write_text(json.dumps({**json.loads(config_path.read_text()), **setting}))
     with pytest.raises(MetrobenchError, match=f"adapter_config.json: {message}"):
-        merge("tiny-qwen3.5", adapter, tmp_path / "merged")
+        merge_adapter("tiny-qwen3.5", adapter, tmp_path / "merged")
     assert not (tmp_path / "merged").exists()
 
 
@@ -836,7 +836,7 @@ def test_the_cpu_recipes_plain_fp32_lora_is_not_touched(cache, tmp_path, monkeyp
     import torch
 
     import metrobench.training.train as training
-    from metrobench.training.base import resolve_base
+    from metrobench.training.base import base_folder
     from metrobench.training.recipe import load_recipe
 
     casts = []
@@ -846,7 +846,7 @@ def test_the_cpu_recipes_plain_fp32_lora_is_not_touched(cache, tmp_path, monkeyp
     for name in ("smollm2.yaml", "smollm2-mini.yaml"):
         recipe = load_recipe(REPO / "peft" / "recipes" / name)
         assert not recipe.load_in_4bit and recipe.lora_dtype == "float32"
-        base = resolve_base(recipe.base)
+        base = base_folder(recipe.base)
         trainer = training.build_trainer(recipe, rows, base, training.tokenizer_for(base), tmp_path / name, seed=42)
         lora = [p for n, p in trainer.model.named_parameters() if "lora_" in n]
         assert lora and all(p.dtype == torch.float32 for p in lora) and trainer.optimizer is None
@@ -886,10 +886,10 @@ def _nan_and_flat_ggufs(tmp_path: Path) -> dict[str, Path]:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from metrobench.training.base import resolve_base
+    from metrobench.training.base import base_folder
     from metrobench.training.export import convert_to_gguf
 
-    base = resolve_base("tiny-qwen3")
+    base = base_folder("tiny-qwen3")
     files = {"sane": convert_to_gguf(base, tmp_path / "sane-f16.gguf")}
     for kind, name, value in (("nan", "model.layers.0.mlp.down_proj.weight", float("nan")),
                               ("flat", "model.embed_tokens.weight", 0.0)):

@@ -16,7 +16,7 @@ from metrobench.cli import main
 from metrobench.transcripts.records import CaseRecord, read_run
 from metrobench.viewer.conversation import render_conversation
 from metrobench.viewer.kiosk import render_terminal_state
-from metrobench.viewer.load import CaseView, ScoreRow
+from metrobench.viewer.load import CaseResult, ScoreRow
 from metrobench.viewer.pages import case_page, render_scores
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -83,7 +83,7 @@ def test_scores_and_case_page_escape_reasons_and_mark_failures():
     rows = [ScoreRow("route_correct", 1, 10.0, 10.0, False, "OK"),
             ScoreRow("fare_correct", 1, 0.0, 15.0, False, "expected 2.5 <got> 3"),
             ScoreRow("scope_adherence", 2, None, 5.0, True, "not judged")]
-    case = CaseView("m", "marta", "MARTA-A-001", "A", "holdout", rows, record=record_with_calls())
+    case = CaseResult("m", "marta", "MARTA-A-001", "A", "holdout", rows, record=record_with_calls())
     assert case.failed == ["fare_correct"] and case.tier1_pct == 40.0 and case.composite_pct == 33.3
     html = render_scores(case)
     assert "<tr class=\"failed\" data-component=\"fare_correct\">" in html and "0 / 15" in html

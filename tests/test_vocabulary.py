@@ -112,6 +112,9 @@ def test_the_split_counts_the_whole_set_under_the_canonical_word(bench):
     assert set(split["totals"]) == set(V.SELECTIONS)
     assert V.is_whole(V.WHOLE) and V.is_whole(V.WHOLE_IN_REPORTS)
     assert not any(V.is_whole(part) for part in V.PARTS)
+    # a report's --partition takes either word and writes the reports' one; the parts pass through
+    assert V.report_partition(V.WHOLE) == V.report_partition(V.WHOLE_IN_REPORTS) == V.WHOLE_IN_REPORTS
+    assert [V.report_partition(part) for part in V.PARTS] == list(V.PARTS)
 
 
 def test_the_prompt_explains_every_outcome_action_and_reason_code(bench):

@@ -27,7 +27,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.scoring.components import CaseView
 from metrobench.scoring.judge import Judge, make_judge
 from metrobench.scoring.registry import spec
-from metrobench.scoring.rubrics import JudgeTask, system_facts
+from metrobench.scoring.rubrics import JudgeTask, operator_facts
 
 if TYPE_CHECKING:
     from metrobench.study import StudyConfig
@@ -60,7 +60,7 @@ def pair_view(pair: dict[str, Any], bench: Benchmark) -> CaseView:
     return CaseView(case=case, response=answer if isinstance(answer, dict) else None,
                     raw_content="" if isinstance(answer, dict) else pair["model_response"], calls=calls,
                     currency_symbol=data.framebook.currency_symbol, smartcard=data.framebook.terminology.smartcard,
-                    facts=system_facts(data.framebook_raw, data.fares_raw))
+                    facts=operator_facts(data.framebook_raw, data.fares_raw))
 
 
 @dataclass

@@ -48,7 +48,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Model(_Strict):
+class EvalModel(_Strict):
     name: str = Field(description="the model's name in metrobench (its transcripts' and scores' name)")
     provider: str = Field(description="openai, anthropic, llama_cpp, rule ...")
     model: str | None = Field(description="the model id sent to the endpoint (None: the provider's default)")
@@ -59,13 +59,13 @@ class Model(_Strict):
                                              "served by eval itself (llama-server) or the provider's default")
 
 
-class Data(_Strict):
+class EvalData(_Strict):
     repository: str = Field(description="the benchmark's public repository")
     commit: str = Field(description="the benchmark commit metrobench pins")
     verified: bool = Field(description="the data's SHA-256 digests were checked against the pin (not --no-verify)")
 
 
-class Selection(_Strict):
+class EvalSelection(_Strict):
     systems: list[str] = Field(description="the systems of this eval, in the tables' order")
     partition: str = Field(description="holdout (the paper's headline), train or all")
     split: str | None = Field(description="the partition's digest (None: the default split)")
@@ -74,7 +74,7 @@ class Selection(_Strict):
     limit: int | None = Field(description="--limit, where given")
 
 
-class Judge(_Strict):
+class EvalJudge(_Strict):
     kind: str = Field(description="none (Tier 2 unjudged: composite bounded), anthropic or openai")
     model: str | None
     endpoint: str | None = Field(description="scheme://host[:port] of --judge-url, nothing more")
@@ -90,15 +90,15 @@ class Scores(_Strict):
                                                      "maximum); None: judged, composite is exact")
 
 
-class Interval(_Strict):
+class EvalInterval(_Strict):
     lo: float
     hi: float
 
 
-class Headline(Scores):
+class EvalHeadline(Scores):
     systems: int = Field(description="systems averaged")
-    tier1_interval: Interval = Field(description="95 % percentile bootstrap, resampling cases within systems")
-    composite_interval: Interval | None = Field(description="as tier1_interval; None where Tier 2 is unjudged")
+    tier1_interval: EvalInterval = Field(description="95 % percentile bootstrap, resampling cases within systems")
+    composite_interval: EvalInterval | None = Field(description="as tier1_interval; None where Tier 2 is unjudged")
     unjudged: int = Field(description="judged-component scores missing (--judge none)")
     missing: int = Field(description="cases absent from the runs, scored as failures")
 
@@ -111,7 +111,7 @@ class SystemRun(_Strict):
     api_rounds: int
 
 
-class Cost(_Strict):
+class EvalCost(_Strict):
     usd: float = Field(description="US dollars of the runs' tokens (every record of the views, as `tokens`) at "
                                    "the study config's price: input x input price + output x output price (+ "
                                    "reasoning apart where priced apart) per million tokens")
@@ -120,7 +120,7 @@ class Cost(_Strict):
     source: str = Field(description="where it was read (the price page's URL; empty: not said)")
 
 
-class Published(_Strict):
+class EvalPublished(_Strict):
     file_version: int = Field(description="the version of the package's published leaderboard (published.yaml)")
     holdout_cases: int = Field(description="the paper's held-out cases (Table 2's n)")
     comparable: bool = Field(description="scored on the paper's full held-out set, all systems: a like-for-like "
@@ -134,17 +134,17 @@ class EvalResults(_Strict):
 
     format: int = Field(description="the file's layout; changes only with an incompatible change")
     metrobench: str = Field(description="the metrobench version that wrote it")
-    model: Model
-    data: Data
-    selection: Selection
-    judge: Judge
-    headline: Headline
+    model: EvalModel
+    data: EvalData
+    selection: EvalSelection
+    judge: EvalJudge
+    headline: EvalHeadline
     systems: dict[str, Scores] = Field(description="per system: its scores")
     runs: dict[str, SystemRun] = Field(description="per system: its cases, endings and tokens")
     tokens: dict[str, int] = Field(description="input and output tokens over every system")
-    cost: Cost | None = Field(None, description="the tokens' cost at the study config's `prices`; None: not "
+    cost: EvalCost | None = Field(None, description="the tokens' cost at the study config's `prices`; None: not "
                                                 "priced (no study config, no matching entry, or a local model)")
-    published: Published
+    published: EvalPublished
 
 
 def endpoint(url: str | None) -> str | None:
@@ -220,7 +220,7 @@ def entry(scores: Path, model: str, systems: list[str], partition: str, judge: s
                  interval=comp_ci, tier1_interval=t1_ci, judge=judge)
 
 
-def cost_of(prices: Mapping[str, Price] | None, model: str, records: list[Any]) -> Cost | None:
+def cost_of(prices: Mapping[str, Price] | None, model: str, records: list[Any]) -> EvalCost | None:
     """The cost of ``records`` (a model's, every view's) at ``prices`` (a study config's), as the deployment
     table prices a hosted row; None: no prices, no match, or a local model."""
     from metrobench.paper.deployment import record_cost, run_price
@@ -229,7 +229,7 @@ def cost_of(prices: Mapping[str, Price] | None, model: str, records: list[Any]) 
     if price is None:
         return None
     usd = sum(record_cost(price, r) for r in records)
-    return Cost(usd=round(usd, 6), usd_per_1k_cases=round(1000 * usd / len(records), 4),
+    return EvalCost(usd=round(usd, 6), usd_per_1k_cases=round(1000 * usd / len(records), 4),
                 prices_read=str(price.read), source=price.source)
 
 
@@ -266,10 +266,10 @@ def build(*, cfg: Any, views: dict[str, Path], scores: Path, partition: str, jud
                                composite=_round(s.low.composite_by_system[name]),
                                composite_high=None if s.complete else _round(s.high.composite_by_system[name]))
                   for name in systems if name in s.low.n_by_system}
-    headline = Headline(cases=s.low.n, tier1=_round(s.low.tier1), composite=_round(s.low.composite),
+    headline = EvalHeadline(cases=s.low.n, tier1=_round(s.low.tier1), composite=_round(s.low.composite),
                         composite_high=None if s.complete else _round(s.high.composite),
-                        systems=len(s.low.n_by_system), tier1_interval=Interval(lo=t1_ci[0], hi=t1_ci[1]),
-                        composite_interval=None if comp_ci is None else Interval(lo=comp_ci[0], hi=comp_ci[1]),
+                        systems=len(s.low.n_by_system), tier1_interval=EvalInterval(lo=t1_ci[0], hi=t1_ci[1]),
+                        composite_interval=None if comp_ci is None else EvalInterval(lo=comp_ci[0], hi=comp_ci[1]),
                         unjudged=s.unjudged, missing=s.missing)
     published = load_published()
     mine = entry(scores, cfg.name, systems, partition)
@@ -280,19 +280,19 @@ def build(*, cfg: Any, views: dict[str, Path], scores: Path, partition: str, jud
     release = pinned_release()
     return EvalResults(
         format=FORMAT, metrobench=__version__,
-        model=Model(name=cfg.name, provider=str(first.settings.get("provider") if first.settings else cfg.provider),
+        model=EvalModel(name=cfg.name, provider=str(first.settings.get("provider") if first.settings else cfg.provider),
                     model=cfg.model, fingerprint=",".join(fingerprints) or cfg.fingerprint(),
                     settings=first.settings or {}, endpoint=endpoint(cfg.base_url)),
-        data=Data(repository=release.repository, commit=release.commit, verified=verified),
-        selection=Selection(systems=systems, partition=selection.get("partition", partition),
+        data=EvalData(repository=release.repository, commit=release.commit, verified=verified),
+        selection=EvalSelection(systems=systems, partition=selection.get("partition", partition),
                             split=selection.get("split"), sample=selection.get("sample"),
                             cases=selection.get("cases"), limit=selection.get("limit")),
-        judge=Judge(**judge),
+        judge=EvalJudge(**judge),
         headline=headline, systems=per_system, runs=runs,
         tokens={"input": sum(r.input_tokens for r in runs.values()),
                 "output": sum(r.output_tokens for r in runs.values())},
         cost=cost_of(prices, cfg.name, records),
-        published=Published(file_version=published.version, holdout_cases=published.holdout_cases,
+        published=EvalPublished(file_version=published.version, holdout_cases=published.holdout_cases,
                             comparable=sample_note(mine, published) is None, above=above, below=below))
 
 
@@ -302,7 +302,7 @@ def judge_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def judge_dict(kind: str, model: str | None, url: str | None) -> dict[str, Any]:
-    """:class:`Judge`'s fields: the judge's kind, model and endpoint (never a key), stand-in or not."""
+    """:class:`EvalJudge`'s fields: the judge's kind, model and endpoint (never a key), stand-in or not."""
     from metrobench.paper.published import judge_note
     from metrobench.standins.judge import MODEL
 
@@ -331,7 +331,7 @@ def workflow_results(study: Any, model: str, *, runs: Path, scores: Path, partit
     from metrobench import layout
     from metrobench.data.root import SYSTEMS
     from metrobench.errors import MetrobenchError
-    from metrobench.vocabulary import WHOLE_IN_REPORTS
+    from metrobench.vocabulary import report_partition
 
     cfg = workflow_config(study, model)
     part = partition or study.bench.partition
@@ -341,7 +341,7 @@ def workflow_results(study: Any, model: str, *, runs: Path, scores: Path, partit
         raise MetrobenchError(f"results: no run {absent[0]} (the workflow's run of {model}: "
                               f"snakemake {absent[0]})")
     scoring = study.scoring
-    return build(cfg=cfg, views=views, scores=Path(scores), partition=WHOLE_IN_REPORTS if is_whole(part) else part,
+    return build(cfg=cfg, views=views, scores=Path(scores), partition=report_partition(part),
                  judge=judge_dict(scoring.judge, scoring.judge_model, scoring.judge_url), verified=verified,
                  prices=study.prices)
 

@@ -44,7 +44,7 @@ from metrobench.commands.common import Subparsers, add_case_options, add_data, a
     add_progress_option, add_resume_options, add_verify, ModelFlags, model_config, name_list, verified_bench
 from metrobench.errors import MetrobenchError
 from metrobench.paper.published import judge_note
-from metrobench.vocabulary import REPORT_PARTITIONS, WHOLE_IN_REPORTS, is_whole
+from metrobench.vocabulary import REPORT_PARTITIONS, report_partition
 
 ALL = "all"
 
@@ -82,7 +82,7 @@ def _add_results(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--model", required=True, help="the model (a configured model, a repeat or a student seed)")
     p.add_argument("--runs", required=True, metavar="DIR", help="its views: DIR/<model>/<system>.jsonl")
     p.add_argument("--scores", required=True, metavar="DIR", help="their Parquet scores (the config's judge)")
-    p.add_argument("--partition", choices=REPORT_PARTITIONS,
+    p.add_argument("--partition", choices=REPORT_PARTITIONS, type=report_partition,
                    help="the headline's partition (default: the config's bench.partition)")
     p.add_argument("--verified", metavar="STAMP", help="verify-data's stamp: the data's digests were checked")
     p.add_argument("--out", required=True, help="the results file (results/models/<model>/results.json)")
@@ -148,7 +148,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             scores = Path(f"{folder}/scores")
             score_runs(argparse.Namespace(**{**vars(args), "partition": None, "sample": None, "model": None,
                                              "system": None}), bench, views, scores)
-            partition = WHOLE_IN_REPORTS if is_whole(args.partition) else args.partition
+            partition = report_partition(args.partition)
             print()
             print(summary(scores, cfg.name, systems, partition))
             print()

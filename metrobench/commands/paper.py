@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from metrobench.commands.common import Subparsers, add_data, at_least_one, open_bench, load_study
 from metrobench.errors import MetrobenchError
-from metrobench.vocabulary import REPORT_PARTITIONS, WHOLE_IN_REPORTS
+from metrobench.vocabulary import REPORT_PARTITIONS, WHOLE_IN_REPORTS, report_partition
 
 if TYPE_CHECKING:
     import pandas
@@ -66,7 +66,7 @@ def _add_stats(sub: Subparsers[argparse.ArgumentParser]) -> None:
     stats_sub = p.add_subparsers(dest="stats_command", required=True, metavar="STAT")
     q = stats_sub.add_parser("bootstrap", help="per-model bootstrap CIs of Tier 1 and composite")
     q.add_argument("--scores", required=True, metavar="DIR")
-    q.add_argument("--partition", default="holdout", choices=REPORT_PARTITIONS)
+    q.add_argument("--partition", default="holdout", choices=REPORT_PARTITIONS, type=report_partition)
     q.add_argument("--n-resamples", type=at_least_one, default=5000)
     q.add_argument("--seed", type=int, default=42)
     q.add_argument("--out", required=True, help="CSV")
@@ -131,7 +131,7 @@ def _add_view(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--runs", metavar="DIR", help="runs folder: DIR/<model>/<system>.jsonl (or .json)")
     p.add_argument("--scores", metavar="DIR", help="Parquet scores of those runs")
     p.add_argument("--model", action="append", help="view this model (repeatable; default: all scored)")
-    p.add_argument("--partition", default=WHOLE_IN_REPORTS, choices=REPORT_PARTITIONS,
+    p.add_argument("--partition", default=WHOLE_IN_REPORTS, choices=REPORT_PARTITIONS, type=report_partition,
                    help="cases to show (default: every scored case)")
     p.add_argument("--out", default="site", help="folder for the site: new, empty or a site view wrote (its "
                                                   "pages are replaced; a folder holding anything else is refused)")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from metrobench.commands.common import Subparsers, add_data, add_selection, add_verify, \
     at_least_one, env_name, http_url, port_number, positive, verified_bench
-from metrobench.vocabulary import REPORT_PARTITIONS
+from metrobench.vocabulary import REPORT_PARTITIONS, report_partition
 
 if TYPE_CHECKING:
     from metrobench.data import Benchmark
@@ -95,7 +95,7 @@ def score_runs(args: argparse.Namespace, bench: Benchmark, runs: list[str], out:
 def _add_summary(sub: Subparsers[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("summary", help="per-system and headline Tier 1 / composite from Parquet scores")
     p.add_argument("--scores", required=True, metavar="DIR")
-    p.add_argument("--partition", default="holdout", choices=REPORT_PARTITIONS)
+    p.add_argument("--partition", default="holdout", choices=REPORT_PARTITIONS, type=report_partition)
     p.add_argument("--model", action="append", help="only this model (repeatable)")
     p.set_defaults(func=cmd_summary)
 

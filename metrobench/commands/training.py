@@ -147,10 +147,10 @@ def _add_merge(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from metrobench.training.export import merge
+    from metrobench.training.export import merge_adapter
     from metrobench.training.recipe import load_recipe
 
-    merge(load_recipe(args.recipe).base, Path(args.adapter), Path(args.out), revision=args.revision)
+    merge_adapter(load_recipe(args.recipe).base, Path(args.adapter), Path(args.out), revision=args.revision)
     print(f"merged model in {args.out}")
     return 0
 

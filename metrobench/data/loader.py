@@ -39,6 +39,7 @@ from metrobench.data.models import (
 )
 from metrobench.data.root import CASE_PREFIX, SYSTEMS, resolve_root
 from metrobench.errors import DataError, not_utf8
+from metrobench.vocabulary import WHOLE
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -260,9 +261,9 @@ def load_system(root: Path | str, name: str) -> SystemData:
     return _load_system_cached(Path(root).resolve(), name)
 
 
-def case_file(root: Path, system: str, partition: str = "all") -> Path:
+def case_file(root: Path, system: str, partition: str = WHOLE) -> Path:
     """Path of a system's canonical case file (or one of the committed split slices)."""
-    suffix = {"all": "", "train": "_train_split75", "holdout": "_holdout_split75"}[partition]
+    suffix = {WHOLE: "", "train": "_train_split75", "holdout": "_holdout_split75"}[partition]
     return root / "cases" / f"{system}_cases{suffix}.json"
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from metrobench.data.partition import sample_cases, select_cases
 from metrobench.errors import MetrobenchError
+from metrobench.vocabulary import WHOLE
 
 if TYPE_CHECKING:
     from metrobench.data.loader import Benchmark
@@ -35,7 +36,7 @@ class Selection:
     """The cases of one system a run covers."""
 
     system: str
-    partition: str = "all"
+    partition: str = WHOLE
     split: str = ""
     sample: int | None = None
     cases: tuple[str, ...] | None = None

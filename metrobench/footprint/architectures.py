@@ -183,9 +183,9 @@ def header_arch(path: Path) -> Arch:
     for the file's name, if any. :class:`~metrobench.footprint.gguf_header.GgufError` (one line naming
     the file and the key) when it does not read, or a count or width is missing, of the wrong type or
     out of range (a negative block count, 2**40 blocks, a string where a number belongs)."""
-    from metrobench.footprint.gguf_header import read_header
+    from metrobench.footprint.gguf_header import read_gguf_header
 
-    header = read_header(path)
+    header = read_gguf_header(path)
     meta = header.metadata
     arch = meta.get("general.architecture")
     if not isinstance(arch, str) or not arch:

@@ -1,6 +1,6 @@
 """A GGUF file's header: its metadata and where its tensors lie, read without loading the file.
 
-Contract: :func:`read_header` returns the key/value metadata (scalars as Python values,
+Contract: :func:`read_gguf_header` returns the key/value metadata (scalars as Python values,
 numeric arrays as lists, string arrays as :class:`Strings`: their count only, since a
 tokenizer's 248,320 tokens are not needed) and each tensor's bytes in the file (from
 the offsets: the distance to the next tensor, the last one to the end of the file, so
@@ -152,7 +152,7 @@ def _not_gguf(path: Path, start: bytes) -> GgufError:
     return GgufError(f"{path}: not a GGUF file: it starts with '{shown}', not 'GGUF'{hint}")
 
 
-def read_header(path: Path | str) -> Header:
+def read_gguf_header(path: Path | str) -> Header:
     """The metadata and tensor sizes of a GGUF (see the module docstring); :class:`GgufError` when the
     file is not a GGUF of version 2 or 3 whose header and tensor data lie inside it."""
     path = Path(path)

@@ -114,7 +114,7 @@ def run_price(prices: Mapping[str, Price], model: str, records: Sequence[CaseRec
     """The price of a hosted model's records: the first ``prices`` entry matching its name or the
     endpoint's model id (its records' settings); None for a local run (served by llama.cpp), a run
     without records, or no match."""
-    if not records or is_local(list(records)):
+    if not records or served_locally(list(records)):
         return None
     return price_of(dict(prices), model, (records[0].meta.get("settings") or {}).get("model"))
 
@@ -133,7 +133,7 @@ def time_columns(records: list[CaseRecord]) -> dict[str, Any]:
     return {**_spread("case_s", [r.e2e_ms / 1000 for r in records], mid, 3), **_spread("round_s", rounds, mid, 3)}
 
 
-def is_local(records: list[CaseRecord]) -> bool:
+def served_locally(records: list[CaseRecord]) -> bool:
     """Served here by llama.cpp: the serving record names a GGUF, or the provider is llama_cpp."""
     first = records[0].meta
     return bool((first.get("serving") or {}).get("gguf")) or (first.get("settings") or {}).get("provider") == \
@@ -185,7 +185,7 @@ def model_row(label: str, runs: Runs, footprints: Mapping[str, Footprint],
               prices: Mapping[str, Price]) -> dict[str, Any]:
     """One leaderboard row's columns, over the records of its models (a group's seeds pooled)."""
     records = [r for rs in runs.values() for r in rs]
-    local = is_local(records)
+    local = served_locally(records)
     row: dict[str, Any] = {"model": label, "kind": LOCAL if local else HOSTED, "cases": len(records),
                            **token_columns([r.input_tokens for r in records], [r.output_tokens for r in records],
                                            [_reasoning(r) for r in records]),

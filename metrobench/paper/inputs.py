@@ -78,7 +78,7 @@ class Seed:
 
 
 @dataclass(frozen=True)
-class Student:
+class StudentGroup:
     """One student size (Tables 4 and 8): the base it is compared with, its seeds, and the paper's
     released student of that size (``published``: a configured model; None: none named)."""
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 import pandas as pd
 
 from metrobench.paper.inputs import Printed
+from metrobench.vocabulary import WHOLE_IN_REPORTS
 
 MINUS = "\u2212"
 DASH = "–"  # an empty cell, as the paper prints one (Table 4's s44 above 2B)
@@ -187,21 +188,22 @@ def table8(frame: pd.DataFrame, printed: Printed) -> str:
 
 def table9(frame: pd.DataFrame, printed: Printed) -> str:
     """The paper's Table 9: the full matrix, pooled case means (the held-out and headline rows stay in the CSV)."""
-    partition = "full" if (frame["partition"] == "full").any() else frame["partition"].iloc[0]
+    partition = WHOLE_IN_REPORTS if (frame["partition"] == WHOLE_IN_REPORTS).any() else frame["partition"].iloc[0]
     shown = frame[(frame["partition"] == partition) & (frame["statistic"] == "pooled")]
     labels = printed.labels
     rows = [[labels.get(r["model"], r["model"]), interval(r["tier1"], r["tier1_lo"], r["tier1_hi"]),
              interval(r["composite"], r["composite_lo"], r["composite_hi"])] for _, r in shown.iterrows()]
     n = int(shown["n"].max()) if len(shown) else 0
     header = ["Model", "T1 mean [95 % CI]", "Comp. mean [95 % CI]"]
-    where = {"full": "Full matrix", "holdout": "Held-out"}.get(partition, partition)
+    where = {WHOLE_IN_REPORTS: "Full matrix", "holdout": "Held-out"}.get(partition, partition)
     return _with_notes(grid(header, rows), [f"{where} (n={n} cases): pooled case means, 95 % percentile bootstrap."])
 
 
 def table10(frame: pd.DataFrame, printed: Printed) -> str:
     """Per comparison: ΔT1 held-out, ΔT1 full, Δcomposite full (the paper's columns)."""
     labels = printed.labels
-    columns = [("holdout", "tier1", "ΔT1 held-out"), ("full", "tier1", "ΔT1 full"), ("full", "composite", "ΔComp. full")]
+    columns = [("holdout", "tier1", "ΔT1 held-out"), (WHOLE_IN_REPORTS, "tier1", "ΔT1 full"),
+               (WHOLE_IN_REPORTS, "composite", "ΔComp. full")]
     cells = {(r["a"], r["b"], r["partition"], r["metric"]): r for _, r in frame.iterrows()}
     pairs = list(dict.fromkeys(zip(frame["a"], frame["b"])))
     header = ["Comparison"]

@@ -52,7 +52,7 @@ class TableSource(_Strict):
     section: str = Field(description="the heading of the transcription's section that holds it")
 
 
-class LeaderboardRow(_Strict):
+class PublishedRow(_Strict):
     """One ranked row of Table 2 (held-out, 238 cases; the mean of six per-system means)."""
 
     rank: int = Field(ge=1)
@@ -101,7 +101,7 @@ class Baseline(_Strict):
 class Table2(_Strict):
     source: TableSource
     partition: Literal["holdout"]
-    rows: list[LeaderboardRow]
+    rows: list[PublishedRow]
     unranked: list[UnrankedRow]
     min_normal_endings: float = Field(gt=0, le=1, description="the exclusion rule's share of valid submits")
     baseline: Baseline

@@ -11,7 +11,7 @@ A table's models are resolved from the study config here (configured names, stud
 expanded to their seeds and repeated models to their runs: ``StudyConfig.members``), so "every
 benchmarked model" and "Table 9's models" mean the same files on both sides. This module is
 the only one of the paper layer that reads the study config or :mod:`metrobench.layout` for a
-table: :class:`Sources` resolves what a declaration hands its builder into the plain values
+table: :class:`TableInputs` resolves what a declaration hands its builder into the plain values
 of :mod:`metrobench.paper.inputs` (models with their runs, the leaderboard's rows, student
 sizes with their seeds' files, the runs folder, prices, the bootstrap's settings, what the
 Markdown prints with), so a builder's signature is what it reads. Adding a table is one
@@ -30,7 +30,8 @@ import pandas as pd
 from metrobench import layout
 from metrobench.paper import deployment, figures, serving_tables
 from metrobench.paper import tables as T
-from metrobench.paper.inputs import Cell, Footprint, Model, Printed, Resampling, Row, Seed, Student
+from metrobench.paper.inputs import Cell, Footprint, Model, Printed, Resampling, Row, Seed, StudentGroup
+from metrobench.vocabulary import WHOLE_IN_REPORTS
 
 if TYPE_CHECKING:
     from metrobench.stats.cases import Cases
@@ -41,7 +42,7 @@ HOLDOUT_VIEW = "holdout"
 
 
 @dataclass
-class Sources:
+class TableInputs:
     """What the builders are given, resolved here from the study config and the layout of the
     results folder (the one place that reads either for a table); each input is resolved when a
     table asks for it, so a table reads only what it names.
@@ -93,10 +94,10 @@ class Sources:
         """The models run more than once (``repeats: k``, k > 1)."""
         return self.models(list(self.config.repeats))
 
-    def students(self) -> list[Student]:
+    def students(self) -> list[StudentGroup]:
         """Each student size with its seeds' model names and files (under :attr:`results`)."""
         root = str(self.results)
-        return [Student(size, spec.base_model,
+        return [StudentGroup(size, spec.base_model,
                         tuple(Seed(s, layout.student_name(size, s), Path(layout.gguf_sizes(size, s, root)),
                                    Path(layout.train_metrics(size, s, root))) for s in spec.seeds),
                         spec.published)
@@ -170,7 +171,7 @@ class Table:
     folder (a :func:`metrobench.layout.under` namespace)."""
 
     name: str
-    build: Callable[[Sources], pd.DataFrame]
+    build: Callable[[TableInputs], pd.DataFrame]
     scores: Callable[[StudyConfig], list[str]] = _none
     runs: Callable[[StudyConfig], list[str]] = _none
     files: Callable[[StudyConfig, object], list[str]] = lambda study, paths: []
@@ -183,9 +184,9 @@ class Figure:
 
     name: str
     table: str
-    draw: Callable[[dict[str, pd.DataFrame], Sources, Path], None]
+    draw: Callable[[dict[str, pd.DataFrame], TableInputs, Path], None]
     #: why the frame cannot be drawn, or None (e.g. the baseline has no scores)
-    check: Callable[[dict[str, pd.DataFrame], Sources], str | None] = lambda frames, sources: None
+    check: Callable[[dict[str, pd.DataFrame], TableInputs], str | None] = lambda frames, sources: None
 
 
 # --- the models each table reads -------------------------------------------------------------
@@ -211,7 +212,7 @@ def _student_files(*kinds: str) -> Callable[[StudyConfig, object], list[str]]:
     return files
 
 
-def _bootstrapped(sources: Sources) -> list[Model]:
+def _bootstrapped(sources: TableInputs) -> list[Model]:
     """Table 9's models (and the protocol table's): ``stats.bootstrap_models``, else every benchmarked one."""
     return sources.stats_models(sources.config.stats.bootstrap_models)
 
@@ -242,7 +243,7 @@ TABLES: dict[str, Table] = {t.name: t for t in [
           files=_student_files("gguf_sizes"), tier1=True),
     Table("table7", lambda s: T.table7(s.composition()), files=lambda study, paths: [paths.teacher_composition()]),
     Table("table8", lambda s: T.table8(s.students()), files=_student_files("adapter_dir", "gguf_sizes")),
-    Table("table9", lambda s: pd.concat([T.table9(s.cases(), _bootstrapped(s), s.resampling(), "full"),
+    Table("table9", lambda s: pd.concat([T.table9(s.cases(), _bootstrapped(s), s.resampling(), WHOLE_IN_REPORTS),
                                          T.table9(s.cases(), _bootstrapped(s), s.resampling(), "holdout")]),
           scores=_bootstrap),
     Table("table10", lambda s: T.table10(s.cases(), s.comparisons(), s.resampling()),
@@ -268,7 +269,7 @@ TABLES: dict[str, Table] = {t.name: t for t in [
 ]}
 
 
-def _baseline_missing(frames: dict[str, pd.DataFrame], sources: Sources) -> str | None:
+def _baseline_missing(frames: dict[str, pd.DataFrame], sources: TableInputs) -> str | None:
     baseline = sources.config.stats.baseline
     return None if baseline in set(frames["categories"]["model"]) else "no scores for the baseline"
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from metrobench import layout
 from metrobench.paper import tables as T
-from metrobench.paper.registry import FIGURES, TABLES, Sources
+from metrobench.paper.registry import FIGURES, TABLES, TableInputs
 from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
 from metrobench.scoring.errata import ERRATA
@@ -28,7 +28,7 @@ def build_tables(scores: Path, config: StudyConfig, out: Path,
     Scores are read once, and only by the tables that need them (not Tables 5, 6, deployment);
     a figure's table is built for it and written only when named too.
     """
-    sources = Sources(config, out, scores)
+    sources = TableInputs(config, out, scores)
     written: list[Path] = []
     skipped: list[str] = []
     frames: dict[str, pd.DataFrame] = {}

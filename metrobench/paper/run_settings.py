@@ -97,7 +97,7 @@ def model_runs(runs_root: Path, model: str) -> list[tuple[str, list[CaseRecord]]
     return [(system, read_run(path).records) for system, path in system_transcripts(Path(runs_root) / model)]
 
 
-def check_models(runs_root: Path, models: Iterable[str]) -> None:
+def check_runs_agree(runs_root: Path, models: Iterable[str]) -> None:
     """Raise the first disagreement among these models' runs under a view's runs folder."""
     for model in models:
         problem = disagreement(model, model_runs(runs_root, model))

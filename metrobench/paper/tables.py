@@ -45,7 +45,7 @@ from metrobench.stats.cases import Cases
 from metrobench.vocabulary import CATEGORIES, WHOLE_IN_REPORTS
 
 if TYPE_CHECKING:
-    from metrobench.paper.inputs import Cell, Model, Printed, Resampling, Row, Seed, Student
+    from metrobench.paper.inputs import Cell, Model, Printed, Resampling, Row, Seed, StudentGroup
 
 
 class Skip(Exception):
@@ -93,9 +93,9 @@ def table2(cases: Cases, rows: Sequence[Row], min_normal_endings: float, runs: P
     if not rows:
         raise Skip("table2: no leaderboard in the config")
     if runs is not None:
-        from metrobench.paper.run_settings import check_models
+        from metrobench.paper.run_settings import check_runs_agree
 
-        check_models(runs, [m for row in rows for m in row.model.runs])
+        check_runs_agree(runs, [m for row in rows for m in row.model.runs])
     present = set(cases.models())
     out, missing = [], []
     for row in rows:
@@ -157,7 +157,7 @@ def _made_by(seeds: Sequence[Seed]) -> str | None:
     return " + ".join(found) or None
 
 
-def _published(cases: Cases, students: Sequence[Student]) -> dict[str, float | None] | None:
+def _published(cases: Cases, students: Sequence[StudentGroup]) -> dict[str, float | None] | None:
     """Size -> held-out Tier 1 of the paper's released student (None: not scored); None: none named."""
     named = {s.size: s.published for s in students if s.published}
     if not named:
@@ -167,7 +167,7 @@ def _published(cases: Cases, students: Sequence[Student]) -> dict[str, float | N
             if named.get(s.size) in present else None for s in students}
 
 
-def table4(cases: Cases, students: Sequence[Student]) -> pd.DataFrame:
+def table4(cases: Cases, students: Sequence[StudentGroup]) -> pd.DataFrame:
     """PEFT sweep: held-out Tier 1 of base and each seed, mean, delta, seed spread, GGUF size
     (each seed's ``gguf_sizes.json``).
 
@@ -220,7 +220,7 @@ def _adapter_dtypes(metrics: list[dict[str, Any]]) -> str | None:
     return "+".join(found) or None
 
 
-def table8(students: Sequence[Student]) -> pd.DataFrame:
+def table8(students: Sequence[StudentGroup]) -> pd.DataFrame:
     """Per size: max sequence length, training time per seed, adapter and Q4_K_M sizes, from each
     seed's training metrics and ``gguf_sizes.json``.
 

@@ -74,7 +74,7 @@ class CaseView:
     currency_symbol: str
     smartcard: str
     errata: frozenset[str] = field(default_factory=frozenset)
-    facts: str = ""  # the operator facts the fabrication judge is shown (rubrics.system_facts)
+    facts: str = ""  # the operator facts the fabrication judge is shown (rubrics.operator_facts)
 
     @property
     def gt(self) -> dict[str, Any]:

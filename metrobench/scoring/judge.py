@@ -198,6 +198,18 @@ def _malformed(backend: str, reply: Any, exc: Exception) -> RetryableError:
     return RetryableError(f"{backend}: malformed reply ({what})")
 
 
+def _connect(backend: Any, provider: str, model: str, base_url: str | None, key: str, timeout: float,
+             sdk_client: Callable[..., Any]) -> None:
+    """A backend's model, identity and key, and its SDK client (made on first use, retries off: the
+    judge's own retry rules apply)."""
+    backend.model = model
+    backend.timeout_s = timeout
+    backend.identity = JudgeIdentity.of(provider, model, base_url)
+    backend._key = key
+    backend._http = _Deadline(lambda: sdk_client(api_key=key, base_url=base_url, max_retries=0, timeout=timeout),
+                              timeout)
+
+
 class AnthropicBackend:
     """Claude through the Messages API (``ANTHROPIC_API_KEY``; base URL overridable for tests)."""
 
@@ -213,12 +225,7 @@ class AnthropicBackend:
         except ImportError:
             raise MetrobenchError("judge backend anthropic needs the anthropic package: "
                                   "pip install 'metrobench[judge]'") from None
-        self.model = model
-        self.timeout_s = timeout
-        self.identity = JudgeIdentity.of("anthropic", model, base_url)
-        self._key = key
-        self._http = _Deadline(lambda: anthropic.AsyncAnthropic(api_key=key, base_url=base_url, max_retries=0,
-                                                                timeout=timeout), timeout)
+        _connect(self, "anthropic", model, base_url, key, timeout, anthropic.AsyncAnthropic)
 
     def complete(self, system: str, prompt: str) -> str:
         # SDK 1.0 dropped the sampling keywords from create(); the API still takes
@@ -250,12 +257,7 @@ class OpenAIBackend:
         key = os.environ.get(api_key_env) or ("local" if base_url else None)
         if not key:
             raise MetrobenchError(f"judge backend openai: set {api_key_env} or give a base URL")
-        self.model = model
-        self.timeout_s = timeout
-        self.identity = JudgeIdentity.of("openai", model, base_url)
-        self._key = key
-        self._http = _Deadline(lambda: openai.AsyncOpenAI(api_key=key, base_url=base_url, max_retries=0,
-                                                          timeout=timeout), timeout)
+        _connect(self, "openai", model, base_url, key, timeout, openai.AsyncOpenAI)
 
     def complete(self, system: str, prompt: str) -> str:
         reply = _send(self._http, "openai", self._key, lambda client: client.chat.completions.create(

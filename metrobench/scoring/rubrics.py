@@ -213,7 +213,7 @@ def tool_summary(calls: list[dict[str, Any]]) -> str:
     return "\n".join(lines) if lines else "None"
 
 
-def system_facts(framebook: dict[str, Any], fares: dict[str, Any]) -> str:
+def operator_facts(framebook: dict[str, Any], fares: dict[str, Any]) -> str:
     """The operator facts the fabrication judge may treat as known (one system)."""
     symbol = framebook.get("currency_symbol", "")
     parts = [f"Operator: {framebook.get('org_name', '')}",

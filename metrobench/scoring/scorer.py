@@ -29,7 +29,7 @@ from metrobench.scoring.components import CaseView
 from metrobench.scoring.judge import Judge
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.scoring.registry import ComponentSpec, components, spec
-from metrobench.scoring.rubrics import JudgeTask, system_facts
+from metrobench.scoring.rubrics import JudgeTask, operator_facts
 from metrobench.transcripts.records import CaseRecord, latest_records
 
 
@@ -114,7 +114,7 @@ class Scorer:
         self.system = system
         self.errata = errata
         self.judge = judge
-        self.facts = system_facts(system.framebook_raw, system.fares_raw)
+        self.facts = operator_facts(system.framebook_raw, system.fares_raw)
 
     def _view(self, case: dict[str, Any], record: CaseRecord) -> CaseView:
         framebook = self.system.framebook

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from metrobench.scoring.metrics import CaseTotals, headline
 from metrobench.scoring.store import totals_from_table
-from metrobench.vocabulary import WHOLE_IN_REPORTS
+from metrobench.vocabulary import WHOLE_IN_REPORTS, is_whole
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Cases:
 
     def mask(self, model: str, partition: str = WHOLE_IN_REPORTS) -> np.ndarray:
         m = self.model == model
-        return m if partition == WHOLE_IN_REPORTS else m & (self.partition == partition)
+        return m if is_whole(partition) else m & (self.partition == partition)
 
     def by_case(self, model: str, partition: str, metric: str = "tier1") -> dict[str, float]:
         m = self.mask(model, partition)

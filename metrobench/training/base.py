@@ -130,7 +130,7 @@ def _hub_snapshot(repo: str, revision: str) -> Path:
         raise hub_error(exc, f"base model {repo} at {revision}") from None
 
 
-def resolve_base(spec: str, revision: str | None = None) -> Path:
+def base_folder(spec: str, revision: str | None = None) -> Path:
     """A local folder holding the base model's config, weights and tokenizer.
 
     A hub id with a pinned ``revision`` is the snapshot in the standard Hugging

@@ -67,7 +67,7 @@ from typing import Any
 
 from metrobench.atomic import atomic_dir, atomic_path, write_text
 from metrobench.errors import MetrobenchError
-from metrobench.training.base import cache_dir, resolve_base
+from metrobench.training.base import cache_dir, base_folder
 from metrobench.training.loadcheck import CHECK_PROMPT, CHECK_TOKENS, MARKER
 from metrobench.agents.chat_template import served_template
 
@@ -168,7 +168,7 @@ def adapter_deltas(adapter: Path, settings: dict[str, Any], names: set[str]) -> 
     return deltas
 
 
-def read_header(path: Path) -> tuple[dict[str, Any], int]:
+def read_safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
     """A safetensors file's tensor entries (``__metadata__`` left out) and where its data starts."""
     with open(path, "rb") as fh:
         (size,) = struct.unpack("<Q", fh.read(8))
@@ -241,7 +241,7 @@ def merge_shard(src: Path, dst: Path, deltas: dict[str, LoraDelta], keep) -> dic
     """
     import torch
 
-    header, start = read_header(src)
+    header, start = read_safetensors_header(src)
     entries = sorted(((n, e) for n, e in header.items() if keep(n)), key=lambda item: item[1]["data_offsets"][0])
     out: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0
@@ -296,7 +296,7 @@ def _save_configs(model, base_dir: Path, out: Path) -> None:
     generation.save_pretrained(str(out))
 
 
-def merge(base: str, adapter: Path, out: Path, revision: str | None = None) -> Path:
+def merge_adapter(base: str, adapter: Path, out: Path, revision: str | None = None) -> Path:
     """Merge ``adapter`` into the bfloat16 base, shard by shard, and save ``out`` (safetensors + tokenizer).
 
     Each safetensors shard of the base is rewritten under its own name with the
@@ -310,10 +310,10 @@ def merge(base: str, adapter: Path, out: Path, revision: str | None = None) -> P
 
     adapter = Path(adapter)
     settings = lora_settings(adapter)
-    base_dir = resolve_base(base, revision)
+    base_dir = base_folder(base, revision)
     model = _causal_lm_skeleton(base_dir)
     shards = base_shards(base_dir)
-    names = {name for shard in shards for name in read_header(shard)[0]}
+    names = {name for shard in shards for name in read_safetensors_header(shard)[0]}
     deltas = adapter_deltas(adapter, settings, names)
     dropped = _dropped(model)
     with atomic_dir(out) as tmp:

@@ -64,7 +64,7 @@ from metrobench import layout
 from metrobench.atomic import write_text
 from metrobench.errors import MetrobenchError
 from metrobench.jsonl import iter_lines, read_utf8
-from metrobench.training.base import resolve_base
+from metrobench.training.base import base_folder
 from metrobench.agents.chat_template import METROBENCH, chat_template
 from metrobench.training.recipe import Recipe
 from metrobench.training.tokens import assistant_mask, keep, measure, report
@@ -457,7 +457,7 @@ def train(recipe: Recipe, dataset: Path, out: Path, *, seed: int, work: Path | N
     out, work = Path(out), Path(work) if work else Path(out).with_name(Path(out).name + ".work")
     rows = load_examples(dataset)
     _prepare_work(work, recipe, dataset, seed)
-    base_dir = resolve_base(recipe.base, revision)
+    base_dir = base_folder(recipe.base, revision)
     tokenizer = tokenizer_for(base_dir, recipe.template)
     cuda = torch.cuda.is_available()
     measured_rows = len(rows)

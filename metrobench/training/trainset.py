@@ -174,7 +174,7 @@ def unfinished(messages: list[dict[str, Any]]) -> str | None:
 
 
 @dataclass
-class Selection:
+class KeptTraces:
     """The kept examples and, per (teacher, category), the traces seen, kept and dropped by reason."""
 
     examples: list[Example]
@@ -210,9 +210,9 @@ def _screen(record: CaseRecord, t1: float | None, min_tier1: float) -> str | Non
 
 def select_traces(bench: Benchmark, runs_dir: Path, tier1: dict[str, dict[str, float]],
                   teachers: list[str], partitions: dict[str, str], *, min_tier1: float = 90.0,
-                  systems: tuple[str, ...] = SYSTEMS) -> Selection:
+                  systems: tuple[str, ...] = SYSTEMS) -> KeptTraces:
     """The finished, good-enough train traces, best teacher per case, in (system, case-file) order."""
-    selection = Selection([])
+    selection = KeptTraces([])
     candidates: list[Example] = []
     for teacher in teachers:
         scores = tier1.get(teacher)

@@ -68,7 +68,7 @@ def _assistant(message: dict[str, Any], entries: list[dict[str, Any]], position:
     return _message("assistant", "".join(body) or "<p class=\"note\">(empty reply)</p>"), position
 
 
-def render_messages(messages: list[Any], entries: list[dict[str, Any]], *, rebuilt: bool = False) -> str:
+def messages_html(messages: list[Any], entries: list[dict[str, Any]], *, rebuilt: bool = False) -> str:
     """Recorded (or rebuilt) messages in order; tool messages are shown under their calls."""
     tool_text = {m.get("tool_call_id"): m.get("content") for m in messages
                  if isinstance(m, dict) and m.get("role") == "tool"}
@@ -97,8 +97,8 @@ def render_conversation(record: CaseRecord | None, rebuilt: list[dict[str, Any]]
         return "<p class=\"note\">No transcript record.</p>"
     entries = [e if isinstance(e, dict) else {"result": e} for e in record.tool_calls_made or []]
     if record.messages:
-        return render_messages(record.messages, entries)
-    out = [render_messages(rebuilt, [], rebuilt=True)] if rebuilt else []
+        return messages_html(record.messages, entries)
+    out = [messages_html(rebuilt, [], rebuilt=True)] if rebuilt else []
     calls = "".join(render_call(e.get("name"), e.get("arguments"), e) for e in entries)
     out.append(_message("assistant", calls or "<p class=\"note\">(no tool calls)</p>"))
     if record.raw_content:

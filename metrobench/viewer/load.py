@@ -21,7 +21,7 @@ from metrobench.errors import MetrobenchError
 from metrobench.scoring.metrics import CaseTotals, Component, case_totals
 from metrobench.transcripts.records import CaseRecord, read_run
 from metrobench.transcripts.system_files import system_transcripts
-from metrobench.vocabulary import WHOLE_IN_REPORTS
+from metrobench.vocabulary import WHOLE_IN_REPORTS, is_whole
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class ScoreRow:
 
 
 @dataclass
-class CaseView:
+class CaseResult:
     """One case of one model: its scores, its record (if the run has it) and its totals."""
 
     model: str
@@ -75,7 +75,7 @@ class CaseView:
         return [c.component for c in self.components if c.failed]
 
 
-def load_scores(scores: Path, models: list[str] | None, partition: str = WHOLE_IN_REPORTS) -> list[CaseView]:
+def load_scores(scores: Path, models: list[str] | None, partition: str = WHOLE_IN_REPORTS) -> list[CaseResult]:
     """Every scored case of the chosen models, in storage order (cases in case-file order)."""
     from metrobench.scoring.store import read_scores
 
@@ -87,14 +87,14 @@ def load_scores(scores: Path, models: list[str] | None, partition: str = WHOLE_I
                               f"(scored: {', '.join(sorted(found))})")
     cols = table.to_pydict()
     wanted = set(models or found)
-    views: dict[tuple[str, str, str], CaseView] = {}
+    views: dict[tuple[str, str, str], CaseResult] = {}
     for i in range(table.num_rows):
-        if cols["model"][i] not in wanted or (partition != WHOLE_IN_REPORTS and cols["partition"][i] != partition):
+        if cols["model"][i] not in wanted or (not is_whole(partition) and cols["partition"][i] != partition):
             continue
         key = (cols["model"][i], cols["system"][i], cols["case_id"][i])
         view = views.get(key)
         if view is None:
-            view = views[key] = CaseView(*key, category=cols["category"][i],
+            view = views[key] = CaseResult(*key, category=cols["category"][i],
                                          partition=cols["partition"][i], components=[],
                                          error=cols["error"][i])
         view.components.append(ScoreRow(cols["component"][i], int(cols["tier"][i]), cols["score"][i],
@@ -138,7 +138,7 @@ def _header_model(path: Path) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
-def attach_records(views: list[CaseView], runs: Path) -> int:
+def attach_records(views: list[CaseResult], runs: Path) -> int:
     """Pair each case with its record from the run files; returns how many were found."""
     files = run_files(runs)
     records: dict[tuple[str, str], dict[str, CaseRecord]] = {}
@@ -153,7 +153,7 @@ def attach_records(views: list[CaseView], runs: Path) -> int:
     return attached
 
 
-def rebuild_conversations(views: list[CaseView], data: str | Path | None) -> None:
+def rebuild_conversations(views: list[CaseResult], data: str | Path | None) -> None:
     """Case titles, and system prompt + user turns for records without messages (data permitting)."""
     from metrobench.data import Benchmark
     from metrobench.agents.prompts import system_prompt, user_turns

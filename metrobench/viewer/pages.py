@@ -14,14 +14,15 @@ from metrobench.scoring import metrics
 from metrobench.viewer.conversation import render_conversation
 from metrobench.viewer.html import esc, fmt, href, page
 from metrobench.viewer.kiosk import render_terminal_state
-from metrobench.viewer.load import CaseView
+from metrobench.viewer.load import CaseResult
+from metrobench.vocabulary import WHOLE_IN_REPORTS
 
 
 def _mean(values: Sequence[float]) -> float:
     return round(sum(values) / len(values), 1) if values else 0.0
 
 
-def headline(cases: Sequence[CaseView]) -> tuple[float, float]:
+def headline_of(cases: Sequence[CaseResult]) -> tuple[float, float]:
     """(Tier 1, composite): the leaderboard's arithmetic (:func:`metrobench.scoring.metrics.headline`)."""
     by_system: dict[str, list] = defaultdict(list)
     for case in cases:
@@ -30,7 +31,7 @@ def headline(cases: Sequence[CaseView]) -> tuple[float, float]:
     return (round(result.tier1, 1), round(result.composite, 1)) if by_system else (0.0, 0.0)
 
 
-def render_scores(case: CaseView) -> str:
+def render_scores(case: CaseResult) -> str:
     """The score breakdown: each component's tier, score/max and reason."""
     rows = []
     for c in case.components:
@@ -45,7 +46,7 @@ def render_scores(case: CaseView) -> str:
             f"<th>reason</th></tr>{''.join(rows)}</table>")
 
 
-def case_section(case: CaseView) -> str:
+def case_section(case: CaseResult) -> str:
     """Terminal state, scores and conversation of one model on one case."""
     record = case.record
     stats = ""
@@ -59,12 +60,12 @@ def case_section(case: CaseView) -> str:
             f"<h3>Conversation</h3>{render_conversation(record, case.rebuilt)}</section>")
 
 
-def _case_header(case: CaseView) -> str:
+def _case_header(case: CaseResult) -> str:
     return (f"<p>{esc(case.title)} <span class=\"note\">· system {esc(case.system)} · category "
             f"{esc(case.category)} · {esc(case.partition)}</span></p>")
 
 
-def case_page(case: CaseView, has_compare: bool) -> str:
+def case_page(case: CaseResult, has_compare: bool) -> str:
     compare = (f"<p><a href=\"{href('..', '..', 'compare', case.case_id + '.html')}\">"
                "compare the models on this case</a></p>" if has_compare else "")
     back = f"<p><a href=\"{href('..', '..', 'models', case.model + '.html')}\">{esc(case.model)}: all cases</a></p>"
@@ -72,7 +73,7 @@ def case_page(case: CaseView, has_compare: bool) -> str:
                 up="../../")
 
 
-def compare_page(cases: Sequence[CaseView]) -> str:
+def compare_page(cases: Sequence[CaseResult]) -> str:
     """The same case for several models, side by side."""
     first = cases[0]
     summary = "".join(f"<tr><td><a href=\"{href('..', 'cases', c.model, c.case_id + '.html')}\">{esc(c.model)}</a>"
@@ -84,8 +85,8 @@ def compare_page(cases: Sequence[CaseView]) -> str:
     return page(f"{first.case_id}: {len(cases)} models side by side", body, up="../")
 
 
-def _group_table(cases: Sequence[CaseView], key: str, label: str) -> str:
-    groups: dict[str, list[CaseView]] = defaultdict(list)
+def _group_table(cases: Sequence[CaseResult], key: str, label: str) -> str:
+    groups: dict[str, list[CaseResult]] = defaultdict(list)
     for case in cases:
         groups[getattr(case, key)].append(case)
     rows = "".join(f"<tr><td>{esc(name)}</td><td class=\"num\">{len(group)}</td>"
@@ -96,7 +97,7 @@ def _group_table(cases: Sequence[CaseView], key: str, label: str) -> str:
             f"<th>composite</th></tr>{rows}</table>")
 
 
-def _case_rows(cases: Sequence[CaseView], compared: set[str]) -> str:
+def _case_rows(cases: Sequence[CaseResult], compared: set[str]) -> str:
     rows = []
     for c in cases:
         link = href("..", "cases", c.model, c.case_id + ".html")
@@ -109,9 +110,9 @@ def _case_rows(cases: Sequence[CaseView], compared: set[str]) -> str:
     return "".join(rows)
 
 
-def model_page(model: str, cases: Sequence[CaseView], compared: set[str]) -> str:
+def model_page(model: str, cases: Sequence[CaseResult], compared: set[str]) -> str:
     """Per system and category, then the case list with a filter on failed components."""
-    tier1, composite = headline(cases)
+    tier1, composite = headline_of(cases)
     components = sorted({name for c in cases for name in c.failed})
     options = "".join(f"<option value=\"{esc(name)}\">{esc(name)}</option>" for name in components)
     body = (f"<p>Headline (mean of the system means) over {len(cases)} scored cases: Tier 1 <b>{tier1:g}</b>"
@@ -135,14 +136,14 @@ def _model_cell(model: str, labels: Mapping[str, str]) -> str:
     return f"<a href=\"{link}\">{esc(label)}</a> <span class=\"note\">{esc(model)}</span>"
 
 
-def index_page(by_model: dict[str, list[CaseView]], compared: Sequence[str],
-               labels: Mapping[str, str] | None = None, partition: str = "full") -> str:
+def index_page(by_model: dict[str, list[CaseResult]], compared: Sequence[str],
+               labels: Mapping[str, str] | None = None, partition: str = WHOLE_IN_REPORTS) -> str:
     """Every model (by its leaderboard label where ``labels`` has one) with its headline, then the
     models among the paper's published Table 2 (:func:`among_published_html`), then comparisons."""
     labels = labels or {}
     rows = "".join(f"<tr><td>{_model_cell(m, labels)}</td>"
-                   f"<td class=\"num\">{len(cases)}</td><td class=\"num\">{headline(cases)[0]:g}</td>"
-                   f"<td class=\"num\">{headline(cases)[1]:g}</td></tr>" for m, cases in by_model.items())
+                   f"<td class=\"num\">{len(cases)}</td><td class=\"num\">{headline_of(cases)[0]:g}</td>"
+                   f"<td class=\"num\">{headline_of(cases)[1]:g}</td></tr>" for m, cases in by_model.items())
     compare = ""
     if compared:
         links = " ".join(f"<a href=\"{href('compare', c + '.html')}\">{esc(c)}</a>" for c in compared)
@@ -152,7 +153,7 @@ def index_page(by_model: dict[str, list[CaseView]], compared: Sequence[str],
     return page("MetroLLM-Bench cases", body)
 
 
-def among_published_html(by_model: dict[str, list[CaseView]], labels: Mapping[str, str], partition: str) -> str:
+def among_published_html(by_model: dict[str, list[CaseResult]], labels: Mapping[str, str], partition: str) -> str:
     """The viewed models among the paper's published Table 2 rows (:mod:`metrobench.paper.published`),
     each row marked published or run here; a model viewed on other cases than the paper's 238 held-out
     (a sample, another partition, fewer systems) says so, and an unjudged composite says it counts
@@ -164,7 +165,7 @@ def among_published_html(by_model: dict[str, list[CaseView]], labels: Mapping[st
     for model, cases in by_model.items():
         if not cases:
             continue
-        tier1, composite = headline(cases)
+        tier1, composite = headline_of(cases)
         unjudged = any(c.score is None for case in cases for c in case.components)
         mine.append(Entry(labels.get(model, model), composite, tier1, cases=len(cases),
                           systems=len({case.system for case in cases}), partition=partition,

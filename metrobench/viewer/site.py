@@ -31,7 +31,8 @@ from metrobench.atomic import fsync_dir, remove_stale_temporaries, temporary_for
 from metrobench.errors import MetrobenchError
 from metrobench.scoring.names import check_name
 from metrobench.viewer.pages import case_page, compare_page, index_page, model_page
-from metrobench.viewer.load import CaseView, attach_records, load_scores, rebuild_conversations
+from metrobench.viewer.load import CaseResult, attach_records, load_scores, rebuild_conversations
+from metrobench.vocabulary import WHOLE_IN_REPORTS
 
 _CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")   # fullmatch: "$" would let a final newline in
 #: The manifest every site carries: the files the viewer wrote there, with their digests.
@@ -158,7 +159,7 @@ class SiteSummary:
     without_record: int
 
 
-def _check_names(views: list[CaseView]) -> None:
+def _check_names(views: list[CaseResult]) -> None:
     for view in views:
         check_name("model", view.model)
         if not _CASE_ID.fullmatch(view.case_id):
@@ -172,8 +173,8 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8", errors="backslashreplace")
 
 
-def _render_all(tmp: Path, by_model: dict[str, list[CaseView]], by_case: dict[str, list[CaseView]],
-                labels: Mapping[str, str] | None = None, partition: str = "full") -> int:
+def _render_all(tmp: Path, by_model: dict[str, list[CaseResult]], by_case: dict[str, list[CaseResult]],
+                labels: Mapping[str, str] | None = None, partition: str = WHOLE_IN_REPORTS) -> int:
     """Write every page under ``tmp``; returns the number of comparison pages."""
     compared = {case_id: group for case_id, group in by_case.items() if len(group) > 1}
     _write(tmp / "index.html", index_page(by_model, list(compared), labels, partition))
@@ -198,7 +199,7 @@ def _rating_page(sample: str | Path, data: str | Path | None) -> str:
 
 
 def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None = None,
-               data: str | Path | None = None, partition: str = "full",
+               data: str | Path | None = None, partition: str = WHOLE_IN_REPORTS,
                calibration: str | Path | None = None, labels: Mapping[str, str] | None = None) -> SiteSummary:
     """The whole site for the chosen models (default: every model in the scores).
 
@@ -222,8 +223,8 @@ def build_site(runs: Path, scores: Path, out: Path, *, models: list[str] | None 
     if data is not None or os.environ.get(ENV_VAR):
         rebuild_conversations(views, data)
     order = models or sorted({v.model for v in views})
-    by_model: dict[str, list[CaseView]] = {m: [] for m in order}
-    by_case: dict[str, list[CaseView]] = defaultdict(list)
+    by_model: dict[str, list[CaseResult]] = {m: [] for m in order}
+    by_case: dict[str, list[CaseResult]] = defaultdict(list)
     for view in views:
         by_model[view.model].append(view)
         by_case[view.case_id].append(view)

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import json
 import time
+from enum import Enum
 from typing import Any, Protocol as Interface
 
 from metrobench.data.loader import SystemData
@@ -296,6 +297,14 @@ def note_retries(record: CaseRecord, round_index: int, retried: list[str]) -> No
              "calls_before": len(record.tool_calls_made)})
 
 
+class Step(Enum):
+    """What a round leaves its case to do: ask the model again, or stop (the answer or the error is
+    on the record)."""
+
+    ASK_AGAIN = "ask again"
+    ENDED = "ended"
+
+
 async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, model: str,
                    max_rounds: int, protocol: Protocol = PAPER,
                    observer: RoundObserver | None = None) -> CaseRecord:
@@ -304,76 +313,34 @@ async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, 
     Except :class:`RunStopped`: another request stopped the run, and this case,
     cut short without a failure of its own, is not recorded (a rerun runs it).
     ``observer`` is told of each round's start and end (rounds counted from 1).
+
+    A round ends the case with a submission the kiosk accepted (:func:`_tool_round`), an answer in
+    text (:func:`_text_answer`), a truncated or one-too-many empty reply (:func:`_empty_round`);
+    otherwise the case ends when its rounds run out, a call ends it (:class:`CaseEnded`) or the
+    endpoint fails (:func:`_endpoint_failed`).
     """
     open_case = getattr(client, "open_case", None)  # a client that runs its cases its own way
     state: CaseRun = open_case(system, case, model) if open_case is not None else CaseRun(system, case, model)
     record = state.record
     start = time.perf_counter()
     empties = 0  # over the whole case: the reference never resets its count after a tool call
-    accepted: dict[str, Any] | None = None
     round_index = 0
     try:
         for round_index in range(max_rounds):
-            if observer is not None:
-                observer.round_started(case.id, round_index + 1)
-            reply = await state.ask(client)
-            if observer is not None:
-                observer.round_ended(case.id, round_index + 1, reply.finish_reason)
-            note_retries(record, round_index, reply.retried)
-            state.model_ms += reply.elapsed_ms
-            record.api_rounds += 1
-            record.input_tokens += reply.prompt_tokens
-            record.output_tokens += reply.completion_tokens
-            state.cached_tokens += reply.cached_tokens or 0
-            if reply.reasoning_tokens is not None:
-                state.reasoning_tokens = (state.reasoning_tokens or 0) + reply.reasoning_tokens
-            if round_index == 0:
-                record.ttft_ms = round(reply.elapsed_ms, 1)
+            reply = await _ask(state, client, case.id, round_index, observer)
             message, text_calls = take_reply(state, reply.message, protocol, round_index)
             if message.get("tool_calls"):
-                # carried on as sent, unless a call we fed back must go on with {} in its place (a
-                # template-rendering server refuses invalid JSON in the history)
-                state.messages.append(replayable(message) if protocol.argument_feedback or text_calls else message)
-                accepted_now = state.run_tool_calls(message["tool_calls"], text_calls, protocol, round_index)
-                if accepted_now is not None:
-                    accepted = accepted_now
-                    if state.pending_turns:
-                        state.messages.append({"role": "user", "content": state.pending_turns.pop(0)})
-                        continue
-                    record.response = reshape(accepted)
-                    record.raw_content = json.dumps(accepted)
-                    record.reasoning_content = message.get("reasoning_content") or ""
-                    break
-                continue
-            content = message.get("content") or ""
-            reasoning = message.get("reasoning_content") or ""
-            if state.pending_turns and (content.strip() or reasoning):
-                state.messages.append(message)
-                state.messages.append({"role": "user", "content": state.pending_turns.pop(0)})
-                continue
-            if not content.strip() and not reasoning:  # whitespace is empty, as the reference reads it
+                step = _tool_round(state, message, text_calls, protocol, round_index)
+            elif not _says_something(message):
                 empties += 1
-                record.empty_rounds += 1
-                if reply.finish_reason == "length":
-                    record.truncated = True  # only here, as the reference sets it
-                    record.error = (f"truncated: finish_reason=length on round {round_index + 1} "
-                                    f"(completion_tokens={reply.completion_tokens} ~ max_tokens cap); "
-                                    "raise max_tokens")
-                    break
-                if empties >= EMPTY_ROUNDS:
-                    record.error = (f"empty-response retry exhausted: {empties} empty rounds "
-                                    f"(finish_reason={reply.finish_reason})")
-                    break
-                continue
-            state.messages.append(message)
-            try:
-                parsed = json.loads(content)
-            except json.JSONDecodeError:
-                parsed = None
-            record.response = parsed
-            record.raw_content = content
-            record.reasoning_content = reasoning
-            break
+                step = _empty_round(record, reply, round_index, empties)
+            elif state.pending_turns:
+                state.messages.append(message)
+                step = _next_turn(state)
+            else:
+                step = _text_answer(state, message)
+            if step is Step.ENDED:
+                break
         else:
             record.error = f"Exhausted {max_rounds} tool call rounds"
     except RunStopped:
@@ -382,12 +349,100 @@ async def run_case(client: ChatClient | Any, system: SystemData, case: Case, *, 
         record.error = str(exc)
         record.meta["ending"] = exc.ending
     except EndpointError as exc:
-        note_retries(record, round_index, exc.retried)
-        record.error = str(exc)
-        if exc.context is not None:  # the conversation outgrew the server's context
-            record.meta["ending"] = "context"
-            if exc.context:
-                record.meta["context"] = exc.context
-        else:
-            record.meta["ending"] = exc.ending or ("infrastructure" if exc.infrastructure else "refused")
+        _endpoint_failed(record, round_index, exc)
     return state.finish(start)
+
+
+async def _ask(state: CaseRun, client: ChatClient | Any, case_id: str, round_index: int,
+               observer: RoundObserver | None) -> ChatReply:
+    """One round's reply, its retries, time and tokens counted on the case."""
+    record = state.record
+    if observer is not None:
+        observer.round_started(case_id, round_index + 1)
+    reply = await state.ask(client)
+    if observer is not None:
+        observer.round_ended(case_id, round_index + 1, reply.finish_reason)
+    note_retries(record, round_index, reply.retried)
+    state.model_ms += reply.elapsed_ms
+    record.api_rounds += 1
+    record.input_tokens += reply.prompt_tokens
+    record.output_tokens += reply.completion_tokens
+    state.cached_tokens += reply.cached_tokens or 0
+    if reply.reasoning_tokens is not None:
+        state.reasoning_tokens = (state.reasoning_tokens or 0) + reply.reasoning_tokens
+    if round_index == 0:
+        record.ttft_ms = round(reply.elapsed_ms, 1)
+    return reply
+
+
+def _tool_round(state: CaseRun, message: dict[str, Any], text_calls: list[TextCall], protocol: Protocol,
+                round_index: int) -> Step:
+    """Run the reply's calls; an accepted submission answers the turn: the next user turn, else the
+    case's answer."""
+    # carried on as sent, unless a call we fed back must go on with {} in its place (a
+    # template-rendering server refuses invalid JSON in the history)
+    state.messages.append(replayable(message) if protocol.argument_feedback or text_calls else message)
+    accepted = state.run_tool_calls(message["tool_calls"], text_calls, protocol, round_index)
+    if accepted is None:
+        return Step.ASK_AGAIN
+    if state.pending_turns:
+        return _next_turn(state)
+    record = state.record
+    record.response = reshape(accepted)
+    record.raw_content = json.dumps(accepted)
+    record.reasoning_content = message.get("reasoning_content") or ""
+    return Step.ENDED
+
+
+def _says_something(message: dict[str, Any]) -> bool:
+    """Content other than whitespace (whitespace is empty, as the reference reads it), or reasoning."""
+    return bool((message.get("content") or "").strip() or message.get("reasoning_content"))
+
+
+def _next_turn(state: CaseRun) -> Step:
+    """The case's next user turn, asked next."""
+    state.messages.append({"role": "user", "content": state.pending_turns.pop(0)})
+    return Step.ASK_AGAIN
+
+
+def _empty_round(record: CaseRecord, reply: ChatReply, round_index: int, empties: int) -> Step:
+    """An empty reply (the case's ``empties``-th): truncated at the token cap, or one too many, ends it."""
+    record.empty_rounds += 1
+    if reply.finish_reason == "length":
+        record.truncated = True  # only here, as the reference sets it
+        record.error = (f"truncated: finish_reason=length on round {round_index + 1} "
+                        f"(completion_tokens={reply.completion_tokens} ~ max_tokens cap); "
+                        "raise max_tokens")
+        return Step.ENDED
+    if empties >= EMPTY_ROUNDS:
+        record.error = (f"empty-response retry exhausted: {empties} empty rounds "
+                        f"(finish_reason={reply.finish_reason})")
+        return Step.ENDED
+    return Step.ASK_AGAIN
+
+
+def _text_answer(state: CaseRun, message: dict[str, Any]) -> Step:
+    """A reply in text is the case's answer: its JSON, or None where it is not JSON."""
+    state.messages.append(message)
+    content = message.get("content") or ""
+    try:
+        parsed = json.loads(content)
+    except json.JSONDecodeError:
+        parsed = None
+    record = state.record
+    record.response = parsed
+    record.raw_content = content
+    record.reasoning_content = message.get("reasoning_content") or ""
+    return Step.ENDED
+
+
+def _endpoint_failed(record: CaseRecord, round_index: int, exc: EndpointError) -> None:
+    """The endpoint's failure as the case's error and ending."""
+    note_retries(record, round_index, exc.retried)
+    record.error = str(exc)
+    if exc.context is not None:  # the conversation outgrew the server's context
+        record.meta["ending"] = "context"
+        if exc.context:
+            record.meta["context"] = exc.context
+    else:
+        record.meta["ending"] = exc.ending or ("infrastructure" if exc.infrastructure else "refused")
