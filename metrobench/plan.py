@@ -206,7 +206,7 @@ def _command(shell: str) -> list[str]:
     return words[: stops[0]] if stops else words
 
 
-def stage_of(job: Job, words: list[str]) -> str:
+def job_stage(job: Job, words: list[str]) -> str:
     stage = COMMAND_STAGE.get(words[0], "report") if words else "report"
     teaching = job.wildcards.get("partition") == "train" or TEACHER in job.rule
     return f"{TEACHER} {stage}" if teaching and stage in ("runs", "score") else stage
@@ -461,7 +461,7 @@ def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path("."), co
     planned = [(job, _command(job.shell)) for job in jobs]
     planned.sort(key=lambda item: not (item[1] and item[1][0] in RUN_COMMANDS))  # runs first: scores read their views
     for job, words in planned:
-        stage = stage_of(job, words)
+        stage = job_stage(job, words)
         cases = 0
         if words and words[0] in RUN_COMMANDS and {"model", "system", "partition"} <= set(job.wildcards):
             try:
@@ -520,7 +520,7 @@ def _fit(row: PlanRow) -> str:
     return "-" if row.fits is None else "yes" if row.fits else "NO"
 
 
-def render(rows: Sequence[PlanRow]) -> str:
+def plan_table(rows: Sequence[PlanRow]) -> str:
     """The table as aligned text; the ran / est. h / actual h columns when any planned job has run.
 
     ``GPU GiB``: the row's largest GPU estimate (``~``: on inferred widths; ``-``: no GPU job);

@@ -18,7 +18,7 @@ from metrobench.footprint.disk import study_disk
 from metrobench.footprint.fit import GpuNeed, check_study, study_needs
 from metrobench.footprint.serving import cache_type, cells, serving_estimate
 from metrobench.footprint.training import ASSUMED, estimate, measured, recipe_estimate, recipe_measured
-from metrobench.plan import PlanRow as Row, render
+from metrobench.plan import PlanRow as Row, plan_table
 from metrobench.study import context_problem, load_study
 
 REPO = Path(__file__).resolve().parents[1]
@@ -237,7 +237,7 @@ def test_the_plan_shows_memory_and_fit_per_row():
     need = GpuNeed("serving", "m", 28.24, provisional=True)
     rows = [Row("runs", "m", jobs=1, cases=3, gpu_s=1.0, api_in=0.0, api_out=0.0, gpu=need, fits=True),
             Row("score", "m", jobs=1, cases=3)]
-    lines = render(rows).splitlines()
+    lines = plan_table(rows).splitlines()
     assert lines[0].endswith("GPU GiB  fits")
     assert lines[2].split()[-2:] == ["~28.2", "yes"] and lines[3].split()[-2:] == ["-", "-"]
 

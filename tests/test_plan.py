@@ -16,7 +16,7 @@ import yaml
 from conftest import workflow_copy
 from metrobench.cli import main
 from metrobench.errors import MetrobenchError
-from metrobench.plan import PlanRow as Row, parse_jobs, plan, render
+from metrobench.plan import PlanRow as Row, parse_jobs, plan, plan_table
 
 SPLIT = "data/splits/v23_holdout75_seed42.json"
 TINY = {"prompt_tps": 1000.0, "decode_tps": 100.0, "prompt_tokens": 2000.0, "completion_tokens": 500.0}
@@ -93,7 +93,7 @@ def test_counts_and_estimate_follow_the_plan(workflow: Path, root: Path):
     assert (scored.gpu_s, scored.api_in, scored.api_out) == (0, (marta + doha) * 800, (marta + doha) * 40)
     assert rows["runs", "other"].gpu_s is None                      # no entry, no default: unknown
 
-    text = render(list(rows.values()))
+    text = plan_table(list(rows.values()))
     total = text.splitlines()[-1].split()
     assert total[:3] == ["total", "7", f"{2 * marta + 2 * doha:,}"]     # scored cases are not case runs
     assert total[3] == "?" and "actual h" not in text

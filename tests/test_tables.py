@@ -679,8 +679,8 @@ def test_the_registry_names_what_each_table_reads_once_for_the_workflow_and_the_
     table4 = registry.inputs(demo, "table4")
     assert all(p.startswith("results/scores/tier1/holdout/") for p in table4 if p.endswith(".parquet"))
     assert "results/peft/smollm2/seed42/gguf_sizes.json" in table4
-    assert registry.scores_root(demo, "figure-deployment", "out") == "out/scores/tier1/holdout"
-    assert registry.scores_root(demo, "table9", "out") == "out/scores/tier2/holdout"  # bench.partition
+    assert registry.table_scores_root(demo, "figure-deployment", "out") == "out/scores/tier1/holdout"
+    assert registry.table_scores_root(demo, "table9", "out") == "out/scores/tier2/holdout"  # bench.partition
     # Table 9's models: the listed ones, student groups as their seeds, 6 systems each
     models = {p.split("model=")[1].split("/")[0] for p in registry.inputs(demo, "table9")}
     assert models == set(demo.members(demo.stats.bootstrap_models))

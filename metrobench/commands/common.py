@@ -153,8 +153,9 @@ def add_data(p: argparse.ArgumentParser) -> None:
 def add_selection(p: argparse.ArgumentParser, help: str | None = None) -> None:
     """--partition (all, train or holdout cases) and --split, as every case-selecting stage takes them."""
     from metrobench.data.partition import SELECTIONS
+    from metrobench.vocabulary import WHOLE
 
-    p.add_argument("--partition", default="all", choices=SELECTIONS, help=help)
+    p.add_argument("--partition", default=WHOLE, choices=SELECTIONS, help=help)
     p.add_argument("--split", help=SPLIT_HELP)
 
 

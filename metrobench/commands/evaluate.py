@@ -122,7 +122,7 @@ def eval_root(model: str, root: str) -> str:
 def cmd_eval(args: argparse.Namespace) -> int:
     from metrobench.commands.common import load_study
     from metrobench.commands.eval_results import build, judge_of, write_results
-    from metrobench.commands.runs import execute, flags_job, options_of
+    from metrobench.commands.runs import execute, flags_job, run_options
     from metrobench.commands.scoring import score_runs
 
     systems = systems_of(args.system)
@@ -136,7 +136,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         for system in systems:
             job = flags_job(args, system=system, out=str(pending / f"{system}.jsonl"),
                             work=layout.work_path(cfg.name, system, args.results))
-            execute(job, **options_of(args))
+            execute(job, **run_options(args))
         with _one_at_a_time(Path(folder), cfg.name):
             views = []
             for system in systems:       # this eval's views, cut for its selection, in place only now
@@ -192,9 +192,9 @@ def _one_at_a_time(folder: Path, model: str) -> Iterator[None]:
 def summary(scores: Path, model: str, systems: list[str], partition: str) -> str:
     """``metrobench summary``'s text for ``model`` on these ``systems`` only."""
     from metrobench.commands.eval_results import eval_scores
-    from metrobench.scoring.summary import render, summarise
+    from metrobench.scoring.summary import summary_text, summarise
 
-    return "\n\n".join(render(s) for s in summarise(eval_scores(scores, model, systems), partition))
+    return "\n\n".join(summary_text(s) for s in summarise(eval_scores(scores, model, systems), partition))
 
 
 def ranking(scores: Path, model: str, systems: list[str], partition: str, judge: str | None = None) -> str:

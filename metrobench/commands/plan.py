@@ -43,14 +43,14 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from metrobench.footprint.disk import free_gb
-    from metrobench.plan import DEFAULT_CONFIG, plan_of, render
+    from metrobench.plan import DEFAULT_CONFIG, plan_of, plan_table
 
     planned = plan_of(args.targets, args.configfile or [DEFAULT_CONFIG], args.config, forceall=args.all,
                       cwd=args.directory, force=args.force)
     rows = planned.rows
     for warning in planned.warnings:   # before the table: they are what to fix before starting
         print(f"metrobench: warning: {warning}", file=sys.stderr, flush=True)
-    print(render(rows))
+    print(plan_table(rows))
     gpu = planned.study.gpu
     print(f"GPU GiB: peak estimate of a row's jobs (metrobench/footprint/; ~: inferred widths); fits: "
           + (f"{gpu.name}, {gpu.memory_gib:g} GiB with {gpu.headroom_gib:g} GiB kept free" if gpu

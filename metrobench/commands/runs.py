@@ -113,12 +113,13 @@ JOB_DECLARES = ("out", "work", "split", "sample", "cases", "limit", "gguf", "rep
 def job_of(args: argparse.Namespace) -> RunJob:
     """The run job the flags name: a study's (``--view``), else one made of the flags themselves."""
     from metrobench.run_job import check_view_names, run_job
+    from metrobench.vocabulary import WHOLE
 
     if args.view is not None:
         if not args.config or not args.model:
             raise MetrobenchError("--view runs a study's run job: give its --config and --model")
         extra = [name for name in JOB_DECLARES if getattr(args, name, None) not in (None, False)]
-        if extra or args.partition != "all":
+        if extra or args.partition != WHOLE:
             flag = (extra or ["partition"])[0].replace("_", "-")
             raise MetrobenchError(f"--{flag}: a study's run job (--view) takes it from the config; drop it")
         study = load_study(args.config)
@@ -147,7 +148,7 @@ def flags_job(args: argparse.Namespace, *, system: str, out: str, work: str | No
                   limit=args.limit)
 
 
-def options_of(args: argparse.Namespace) -> dict[str, Any]:
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
     """How :func:`execute` treats a transcript already there and the server, as the flags say."""
     return {"restart": args.restart, "set_aside": args.set_aside, "rerun_changed": args.rerun_changed,
             "require_gpu": args.require_gpu, "no_verify": args.no_verify, "server_log": args.server_log,
@@ -156,7 +157,7 @@ def options_of(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     job = job_of(args)
-    options = options_of(args)
+    options = run_options(args)
     if args.view is not None:    # a study's run job: set aside and rerun changed cases, as the workflow needs
         options.update(set_aside=True, rerun_changed=True, require_gpu=args.require_gpu or job.card is not None)
     return execute(job, **options)

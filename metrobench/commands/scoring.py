@@ -102,10 +102,10 @@ def _add_summary(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from metrobench.scoring.store import read_scores
-    from metrobench.scoring.summary import render, summarise
+    from metrobench.scoring.summary import summary_text, summarise
 
     table = read_scores(Path(args.scores), models=args.model or None)
-    print("\n\n".join(render(s) for s in summarise(table, args.partition)))
+    print("\n\n".join(summary_text(s) for s in summarise(table, args.partition)))
     return 0
 
 

@@ -43,12 +43,12 @@ class StudyNeeds:
 
 def read_needs(study: StudyConfig) -> StudyNeeds:
     """Read the study config for what it will run (model configs and recipes in files too)."""
-    from metrobench.agents.runner.config import study_model_config
+    from metrobench.agents.runner.config import resolve_model_config
     from metrobench.training.recipe import load_recipe
 
     needs = StudyNeeds(data_path=study.data.path)
     for name, entry in study.models.items():
-        cfg = study_model_config(name, entry)
+        cfg = resolve_model_config(entry, name)
         if cfg.api_key_env:
             needs.key_envs.setdefault(cfg.api_key_env, f"model {name}")
         if cfg.serving is not None:

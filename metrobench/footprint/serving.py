@@ -125,14 +125,14 @@ class Served:
 def served(study: StudyConfig, model: str) -> Served | None:
     """A configured model's or a trained student's serving, else None (hosted, or no llama-server)."""
     from metrobench import layout
-    from metrobench.agents.runner.config import study_model_config
+    from metrobench.agents.runner.config import resolve_model_config
 
     student = layout.student_of(study.seeds(), model)
     if student is not None:
         size, seed = student
         if study.student_serving is None:
             return None
-        serving = study_model_config("student", study.student_serving).serving
+        serving = resolve_model_config(study.student_serving, "student").serving
         base = study.students[size].base_model
         base_served = served(study, base) if base in study.models else None
         if serving is None or base_served is None:
@@ -144,7 +144,7 @@ def served(study: StudyConfig, model: str) -> Served | None:
         return None
     if isinstance(entry, str) and not Path(entry).is_file():
         return None
-    serving = study_model_config(model, entry).serving
+    serving = resolve_model_config(entry, model).serving
     if serving is None or not serving.gguf:
         return None
     return Served(model, serving, serving.gguf, serving.gguf, quant_of(serving.gguf))

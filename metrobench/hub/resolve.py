@@ -94,7 +94,7 @@ def hub_error(exc: BaseException, what: str) -> MetrobenchError:
     a refused token (401), no access (403), a server error (5xx), a body cut short, a full disk, no network.
 
     The hub library's own text is repeated only where nothing else says what happened, any token in it
-    blanked (:func:`scrub`).
+    blanked (:func:`scrub_hub_token`).
     """
     kind = type(exc).__name__
     messages = {
@@ -126,10 +126,10 @@ def hub_error(exc: BaseException, what: str) -> MetrobenchError:
         where = f" {exc.filename}" if exc.filename else ""
         return MetrobenchError(f"{what}: cannot write{where}: {disk_problem(exc)}")
     first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else kind
-    return MetrobenchError(f"{what}: the hub library failed: {scrub(first)}")
+    return MetrobenchError(f"{what}: the hub library failed: {scrub_hub_token(first)}")
 
 
-def scrub(text: str) -> str:
+def scrub_hub_token(text: str) -> str:
     """``text`` with anything that looks like a hub token, and the token in use, blanked."""
     token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
     if token:

@@ -23,7 +23,7 @@ from metrobench.data.loader import Benchmark
 from metrobench.data.root import SYSTEMS
 from metrobench.errors import MetrobenchError
 from metrobench.kiosk.sessions import DEFAULT_SESSION, SessionStore
-from metrobench.kiosk.tools.dispatch import ToolResponse, call_tool, render
+from metrobench.kiosk.tools.dispatch import ToolResponse, call_tool, json_body
 
 def _as_http(answer: ToolResponse) -> Response:
     if isinstance(answer.body, str) and answer.status >= 500:
@@ -79,7 +79,7 @@ def create_app(bench: Benchmark, system: str) -> FastAPI:
         payload = _disruptions_request(await _json_object(request))
         store.set_disruptions(payload.get("case_id"), payload.get("system") or None,
                               payload.get("disruptions", []))
-        return Response(render({"ok": True}), media_type="application/json")
+        return Response(json_body({"ok": True}), media_type="application/json")
 
     @app.post("/{name:path}")
     async def tool(name: str, request: Request) -> Response:

@@ -291,7 +291,7 @@ def table_of(name: str) -> Table:
     return TABLES[FIGURES[name].table] if name in FIGURES else TABLES[name]
 
 
-def scores_root(study: StudyConfig, name: str, root: str) -> str:
+def table_scores_root(study: StudyConfig, name: str, root: str) -> str:
     """The scores folder a table (or a figure's table) reads."""
     if table_of(name).tier1:
         return layout.scores_root(HOLDOUT_VIEW, layout.TIER1, root=root)

@@ -25,7 +25,7 @@ from typing import Any
 
 from metrobench import layout
 from metrobench.errors import MetrobenchError
-from metrobench.publish.card import render
+from metrobench.publish.card import card_text
 from metrobench.publish.facts import ADAPTER, CARD, QUANT, SUMMARY, Facts, gguf_name
 from metrobench.study import StudyConfig
 
@@ -237,5 +237,5 @@ def assemble(facts: Facts, study: StudyConfig, out: Path) -> dict[str, int]:
     for src in sorted(p for p in adapter.rglob("*") if p.is_file()):
         _place(src, out / ADAPTER / src.relative_to(adapter))
     (out / SUMMARY).write_text(json.dumps(facts.summary, indent=2) + "\n", encoding="utf-8")
-    (out / CARD).write_text(render(facts), encoding="utf-8")
+    (out / CARD).write_text(card_text(facts), encoding="utf-8")
     return {p.relative_to(out).as_posix(): p.stat().st_size for p in sorted(out.rglob("*")) if p.is_file()}

@@ -37,7 +37,7 @@ def _table(header: list[str], rows: list[list[object]]) -> list[str]:
             *("| " + " | ".join("" if v is None else str(v) for v in row) + " |" for row in rows)]
 
 
-def render(facts: Facts) -> str:
+def card_text(facts: Facts) -> str:
     """The card's text."""
     row = facts.table4
     lines = [front_matter(facts), f"# {facts.name}", "",

@@ -70,7 +70,7 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def render(summary: ModelSummary) -> str:
+def summary_text(summary: ModelSummary) -> str:
     """A plain-text table for the terminal."""
     low, high = summary.low, summary.high
     composite_label = "composite" if summary.complete else "composite (judge off: low / high)"

@@ -251,7 +251,7 @@ FIGURE_SOURCE = {name: figure.table for name, figure in registry.FIGURES.items()
 
 def table_scores(table):
     """The scores folder a table (or a figure's table) reads."""
-    return registry.scores_root(STUDY, table, paths.root)
+    return registry.table_scores_root(STUDY, table, paths.root)
 
 
 def gpu_jobs(wildcards):

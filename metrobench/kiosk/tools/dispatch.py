@@ -55,7 +55,7 @@ TOOLS: dict[str, tuple[type[BaseModel], Implementation]] = {name: _tool(name) fo
 _GET_ONLY = re.compile(r"^(health|verify|verify_data\.json|annotate|simulator|systems|stations/[^/]+)$")
 
 
-def render(body: Any) -> str:
+def json_body(body: Any) -> str:
     """The body as FastAPI's JSONResponse renders it."""
     return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -74,7 +74,7 @@ class ToolResponse:
 
     @classmethod
     def json(cls, status: int, body: Any) -> "ToolResponse":
-        return cls(status, body, render(body))
+        return cls(status, body, json_body(body))
 
 
 def validation_detail(exc: ValidationError) -> list[dict[str, Any]]:
