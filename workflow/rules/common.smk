@@ -1,5 +1,6 @@
 # Config helpers, path helpers and wildcard constraints shared by every rule file.
 
+import functools
 import hashlib
 import os
 import re
@@ -131,9 +132,14 @@ def run_job(wildcards):
     """The run job of a `run` rule's wildcards (metrobench.run_job: declared once, for this rule, the
     `metrobench run --view` it runs and `metrobench plan`). A misspelt model or a repeat beyond its
     count stops the plan in one line naming the config."""
-    w = wildcards
+    return _run_job(wildcards.model, wildcards.system, wildcards.partition)
+
+
+@functools.cache
+def _run_job(model, system, view):
+    """Built once per job: the rule asks for its inputs, settings and GPU need."""
     try:
-        return jobs.run_job(STUDY, w.model, w.system, w.partition)
+        return jobs.run_job(STUDY, model, system, view)
     except MetrobenchError as exc:
         sys.exit(
             f"metrobench: error: {', '.join(map(str, workflow.configfiles))}: {exc}"
