@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from metrobench.plan import Row
+    from metrobench.study import StudyConfig
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -43,7 +44,7 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from metrobench.footprint.disk import free_gb
-    from metrobench.plan import DEFAULT_CONFIG, plan_of, render
+    from metrobench.plan import DEFAULT_CONFIG, plan_of, rate_sources, render
 
     planned = plan_of(args.targets, args.configfile or [DEFAULT_CONFIG], args.config, forceall=args.all,
                       cwd=args.directory, force=args.force)
@@ -62,7 +63,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"{planned.study.results}" + ("" if free >= disk.needed else f": {disk.needed - free:.0f} GB short"))
     print("case runs: model runs only (a score row's are cases scored); prices: the config's throughput "
           "section (docs/paper-study.md, What a plan costs)" + ("; ?: no entry prices it" if _unknown(rows) else ""))
+    for line in rate_sources(planned.study, rows):
+        print(line)
+    for line in _schedule_lines(planned.study, rows):
+        print(line)
     return 0
+
+
+def _schedule_lines(study: StudyConfig, rows: list[Row]) -> list[str]:
+    """The makespan on one card beside the GPU-hours (:mod:`metrobench.footprint.schedule`)."""
+    from metrobench.footprint.schedule import full_speed, makespans
+
+    spans = makespans(rows, study)
+    if spans is None:
+        return ["makespan: no card configured (gpu): not scheduled"]
+
+    def hours(seconds: float | None) -> str:
+        return "?" if seconds is None else f"{seconds / 3600:.2f} h"
+
+    assert study.gpu is not None and full_speed(2) == 1.0
+    return [
+        f"makespan on one {study.gpu.name} ({spans.jobs} GPU jobs; teachers' runs, then training, each student's runs "
+        "after its training; CPU stages take no time here):",
+        f"  one at a time (gpu=1, profiles/default): {hours(spans.alone_s)}",
+        f"  packed by memory (profiles/packed: {spans.capacity_gib:g} GiB, at most {spans.max_jobs} at once; "
+        f"{spans.most_at_once} at most here): {hours(spans.packed_s)} if side by side costs no speed, a bound "
+        "(what servers side by side gain is unmeasured)",
+    ]
 
 
 def _unknown(rows: list[Row]) -> bool:

@@ -20,6 +20,7 @@ rule run:
         "../envs/serve.yaml"
     resources:
         gpu=gpu_jobs,
+        gpu_mem_mib=served_gpu_mib,
     params:
         command=run_command,
         # compared by Snakemake (a function of wildcards): an edited setting reruns the run
