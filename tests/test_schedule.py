@@ -192,8 +192,10 @@ def test_each_gpu_job_declares_its_estimate_and_no_command_changes_with_the_prof
     student = serving_need(study, "2b-peft-s42", lock)
     assert declared("results/runs/holdout/2b-peft-s42/marta.jsonl") == need_mib(student.gib, capacity)
     assert declared("results/runs/all/mistral-small-2603/marta.jsonl") == 0          # hosted: off the card
-    train = next(k for k, v in alone.items() if v["rule"] == "train")
-    assert declared(train) == need_mib(training_need(study, "27b").gib, capacity)
+    for size in ("2b", "27b"):       # 27b's own target, 2b's for its student's run
+        assert alone[f"results/peft/{size}/seed42/adapter"]["rule"] == "train"
+        assert declared(f"results/peft/{size}/seed42/adapter") == need_mib(training_need(study, size).gib, capacity)
+    train = "results/peft/27b/seed42/adapter"
     # the teacher's run of the 27B (its train view) declares the same server as its benchmark run
     teacher = next(k for k in alone if k.startswith("results/runs/train/qwen3.5-27b/"))
     assert declared(teacher) == declared("results/runs/all/qwen3.5-27b/marta.jsonl")

@@ -14,6 +14,7 @@ the plan still exits 0, since the row runs, only its longest replies time out.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -65,7 +66,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
           "section (docs/paper-study.md, What a plan costs)" + ("; ?: no entry prices it" if _unknown(rows) else ""))
     for line in rate_sources(planned.study, rows):
         print(line)
-    for line in _schedule_lines(planned.study, rows):
+    with contextlib.chdir(args.directory or Path(".")):     # the config's paths are the workflow's
+        schedule = _schedule_lines(planned.study, rows)
+    for line in schedule:
         print(line)
     return 0
 

@@ -106,8 +106,8 @@ def _row(path: Path, line: int, row: dict[str, str]) -> MeasuredServing:
         if not row[column]:
             raise MetrobenchError(f"{path}:{line}: column {column} is empty")
     n_ctx, slots = number("n_ctx"), number("slots")
-    if n_ctx != int(n_ctx) or slots != int(slots) or slots < 1:
-        raise MetrobenchError(f"{path}:{line}: n_ctx and slots are whole numbers, slots at least 1")
+    if n_ctx != int(n_ctx) or slots != int(slots):
+        raise MetrobenchError(f"{path}:{line}: n_ctx and slots are whole numbers")
     return MeasuredServing(str(path), line, row["size"], row["quant"].upper(), int(n_ctx), int(slots),
                            measured("server_reported_mib"), measured("nvidia_smi_mib"), measured("estimate_mib"))
 

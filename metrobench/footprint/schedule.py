@@ -13,7 +13,8 @@ does not grow with ``k``, so packing gains nothing). The :class:`Schedule` gives
 
 :func:`plan_jobs` turns a plan's rows (:class:`metrobench.plan.Row`: stage, model, jobs,
 GPU-seconds, the largest memory estimate of its jobs) into jobs, a row's GPU-seconds split evenly
-over its jobs, with the study's dependencies roughly: the teachers' runs first, each student
+over its jobs (a run with no estimate takes the whole card, one served on the CPU none, as their
+``gpu_mem_mib`` in the workflow), with the study's dependencies roughly: the teachers' runs first, each student
 size's training after all of them, each student's runs after its size's training; every other
 run waits for nothing. The CPU stages between (scoring the traces, the training set, merge,
 GGUF export, quantisation) take no time here. :func:`makespans` runs the plan both ways on the
@@ -177,9 +178,19 @@ def plan_jobs(rows: Iterable[PlannedRow], study: StudyConfig) -> list[GpuJob] | 
                 after = frozenset({f"train {layout.student_group(student[0])}"})
         rank = STAGE_RANK.get(row.stage, len(STAGE_RANK))
         gib = row.gpu.gib if row.gpu is not None else None
+        if gib is None and row.stage.endswith("runs") and not _on_card(study, row.model):
+            gib = 0.0            # served on the CPU: a GPU job slot, no card memory (its gpu_mem_mib is 0)
         out += [GpuJob(f"{row.stage} {row.model} #{i + 1}", row.gpu_s / row.jobs, gib, rank, group, after)
                 for i in range(row.jobs)]
     return out
+
+
+def _on_card(study: StudyConfig, model: str) -> bool:
+    """Whether a run with no estimate still puts layers on the card (an architecture the table lacks)."""
+    from metrobench.footprint.serving import on_gpu, served
+
+    what = served(study, model)
+    return what is not None and on_gpu(what.serving)
 
 
 @dataclass
