@@ -26,7 +26,9 @@ hosted model's case ``prompt_tokens`` input and ``completion_tokens`` output API
 tokens, a scored case with a judge on the judge's tokens, a training job its
 size's ``train_minutes``. A scripted model (the rule agent: in-process,
 :data:`~metrobench.agents.runner.config.IN_PROCESS`), scoring and the paper layer cost
-neither. A cost with no matching entry is unknown (``?``), never guessed.
+neither. A cost with no matching entry is unknown (``?``), never guessed. Each entry says where its
+figures come from (:class:`~metrobench.study.Source`); :func:`rate_sources` words it for the entries a
+plan used, and how many of its GPU speeds were measured.
 
 Each row also shows its jobs' peak GPU memory (the largest of its jobs: a local run's
 llama-server, a training job's QLoRA; :mod:`metrobench.footprint`) and whether it fits the

@@ -8,7 +8,10 @@ targets on the config files (``--configfile``, default ``config/config.yaml``,
 sources of its numbers are :mod:`metrobench.plan`'s. Before the table, on stderr, one
 ``metrobench: warning:`` line for each served row whose ``max_tokens`` cannot be generated
 within its ``timeout_s`` at the config's decode rate (:func:`metrobench.plan.timeout_warnings`);
-the plan still exits 0, since the row runs, only its longest replies time out.
+the plan still exits 0, since the row runs, only its longest replies time out. After the table:
+each throughput entry the plan was priced with and where its figures come from (measured, scaled,
+published or guess: :func:`metrobench.plan.rate_sources`), then the makespan of its GPU jobs on the
+configured card, one at a time and packed by memory (:mod:`metrobench.footprint.schedule`).
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _schedule_lines(study: StudyConfig, rows: list[Row]) -> list[str]:
     """The makespan on one card beside the GPU-hours (:mod:`metrobench.footprint.schedule`)."""
-    from metrobench.footprint.schedule import full_speed, makespans
+    from metrobench.footprint.schedule import makespans
 
     spans = makespans(rows, study)
     if spans is None:
@@ -84,7 +87,7 @@ def _schedule_lines(study: StudyConfig, rows: list[Row]) -> list[str]:
     def hours(seconds: float | None) -> str:
         return "?" if seconds is None else f"{seconds / 3600:.2f} h"
 
-    assert study.gpu is not None and full_speed(2) == 1.0
+    assert study.gpu is not None        # makespans schedules only on a configured card
     return [
         f"makespan on one {study.gpu.name} ({spans.jobs} GPU jobs; teachers' runs, then training, each student's runs "
         "after its training; CPU stages take no time here):",
