@@ -178,14 +178,14 @@ def plan_jobs(rows: Iterable[PlannedRow], study: StudyConfig) -> list[GpuJob] | 
                 after = frozenset({f"train {layout.student_group(student[0])}"})
         rank = STAGE_RANK.get(row.stage, len(STAGE_RANK))
         gib = row.gpu.gib if row.gpu is not None else None
-        if gib is None and row.stage.endswith("runs") and not _on_card(study, row.model):
+        if gib is None and row.stage.endswith("runs") and not on_card(study, row.model):
             gib = 0.0            # served on the CPU: a GPU job slot, no card memory (its gpu_mem_mib is 0)
         out += [GpuJob(f"{row.stage} {row.model} #{i + 1}", row.gpu_s / row.jobs, gib, rank, group, after)
                 for i in range(row.jobs)]
     return out
 
 
-def _on_card(study: StudyConfig, model: str) -> bool:
+def on_card(study: StudyConfig, model: str) -> bool:
     """Whether a run with no estimate still puts layers on the card (an architecture the table lacks)."""
     from metrobench.footprint.serving import on_gpu, served
 

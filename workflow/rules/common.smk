@@ -423,26 +423,18 @@ _GPU_MIB = {}
 def served_gpu_mib(wildcards):
     """A run's llama-server estimate in MiB (0 off the GPU: a hosted API, the rule agent, a CPU server)."""
     from metrobench.footprint.fit import serving_need
-    from metrobench.footprint.schedule import need_mib
+    from metrobench.footprint.schedule import need_mib, on_card
 
     if not gpu_jobs(wildcards):
         return 0
     key = ("serving", wildcards.model)
     if key not in _GPU_MIB:
         need = serving_need(STUDY, wildcards.model, LOCK)
-        on_gpu = need is not None or _served_on_gpu(wildcards.model)
+        on_gpu = need is not None or on_card(STUDY, wildcards.model)
         _GPU_MIB[key] = (
             need_mib(need.gib if need else None, _GPU_CAPACITY) if on_gpu else 0
         )
     return _GPU_MIB[key]
-
-
-def _served_on_gpu(model):
-    """Whether a model with no estimate (an architecture the table lacks) still puts layers on the GPU."""
-    from metrobench.footprint.serving import on_gpu, served
-
-    what = served(STUDY, model)
-    return what is not None and on_gpu(what.serving)
 
 
 def train_gpu_mib(wildcards):
