@@ -26,7 +26,9 @@ hosted model's case ``prompt_tokens`` input and ``completion_tokens`` output API
 tokens, a scored case with a judge on the judge's tokens, a training job its
 size's ``train_minutes``. A scripted model (the rule agent: in-process,
 :data:`~metrobench.agents.runner.config.IN_PROCESS`), scoring and the paper layer cost
-neither. A cost with no matching entry is unknown (``?``), never guessed.
+neither. A cost with no matching entry is unknown (``?``), never guessed. Each entry says where its
+figures come from (:class:`~metrobench.study.Source`); :func:`rate_sources` words it for the entries a
+plan used, and how many of its GPU speeds were measured.
 
 Each row also shows its jobs' peak GPU memory (the largest of its jobs: a local run's
 llama-server, a training job's QLoRA; :mod:`metrobench.footprint`) and whether it fits the
@@ -317,11 +319,18 @@ def _current(path: Path, fingerprint: str | None = None) -> dict[str, CaseRecord
 
 def rate_of(study: StudyConfig, model: str, local: bool) -> Rate | None:
     """The model's throughput entry: the first ``models`` key it matches, else the local or hosted default."""
+    entry = rate_entry(study, model, local)
+    return entry[1] if entry else None
+
+
+def rate_entry(study: StudyConfig, model: str, local: bool) -> tuple[str, Rate] | None:
+    """(the entry's name, the entry) :func:`rate_of` takes: a ``models`` key, else ``local`` or ``hosted``."""
     throughput = study.throughput
     for pattern, rate in throughput.models.items():
         if fnmatch.fnmatchcase(model, pattern):
-            return rate
-    return throughput.local if local else throughput.hosted
+            return pattern, rate
+    default = throughput.local if local else throughput.hosted
+    return (("local" if local else "hosted"), default) if default is not None else None
 
 
 def provider_of(study: StudyConfig, model: str) -> str:
@@ -598,3 +607,48 @@ def _override_mapping(overrides: Sequence[str]) -> dict[str, object]:
             mark = getattr(exc, "problem", None) or "not YAML"
             raise MetrobenchError(f"--config {item}: the value of {key} is not YAML ({mark})") from None
     return out
+
+
+# --- where the prices come from (the report) -------------------------------------------------------
+
+def rate_sources(study: StudyConfig, rows: Sequence[PlanRow]) -> list[str]:
+    """A line for each ``throughput`` entry the plan's rows were priced with: the entry, the models it
+    priced, and where its figures come from (:class:`~metrobench.study.Source`: measured, scaled,
+    published or guess), then how many of the GPU rates it used were measured."""
+    from metrobench.study import Source
+
+    used: dict[str, tuple[list[str], list[tuple[str, Source]]]] = {}
+    speeds: dict[str, Source] = {}
+    for row in rows:
+        if not row.stage.endswith("runs") or row.model == "-" or provider_of(study, row.model) in IN_PROCESS:
+            continue
+        local = is_local(study, row.model)
+        entry = rate_entry(study, row.model, local)
+        if entry is None:
+            used.setdefault("(no entry)", ([], []))[0].append(row.model)
+            continue
+        key, rate = entry
+        said = [("speed", rate.source)] if local else []
+        used.setdefault(key, ([], said + [("tokens a case", rate.tokens_source)]))[0].append(row.model)
+        if local:
+            speeds[key] = rate.source
+    if any(row.stage == "train" and row.jobs for row in rows):
+        sizes = [row.model for row in rows if row.stage == "train"]
+        used["train_minutes"] = (sizes, [("minutes a seed", study.throughput.train_minutes_source)])
+    judge = study.throughput.judge
+    if judge is not None and any(row.stage.endswith("score") and row.api_in for row in rows):
+        used["judge"] = (["the Tier-2 judge"], [("tokens a case", judge.tokens_source)])
+    lines = ["rates (the throughput entries this plan is priced with):"]
+    notes: dict[str, None] = {}
+    for key, (models, sources) in used.items():
+        names = list(dict.fromkeys(models))
+        shown = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
+        where = ", ".join(f"{what} {source.said()}" for what, source in sources) or "unpriced (?)"
+        lines.append(f"  {key} ({shown}): {where}")
+        notes.update({f"{source.kind}: {source.note}": None for _, source in sources if source.note})
+    lines += [f"  note {note}" for note in notes]
+    measured = sum(source.kind in ("measured", "scaled") for source in speeds.values())
+    rest = sorted({source.kind for source in speeds.values()} - {"measured", "scaled"})
+    lines.append(f"rates measured: {measured} of the {len(speeds)} GPU speed entries this plan uses (scaled "
+                 f"ones included)" + (f"; the rest: {' or '.join(rest)}" if rest else ""))
+    return lines

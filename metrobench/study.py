@@ -311,6 +311,65 @@ class Downloads(Section):
         return out
 
 
+#: Where a throughput figure comes from (:class:`Source`): the words the plan prints, strongest first.
+SOURCE_KINDS = ("measured", "scaled", "published", "guess")
+
+
+class Scaling(Section):
+    """How rates measured on one card were carried to the configured card: one ratio a rate, each with
+    its basis (prompt processing is bound by the card's compute, decoding by its memory bandwidth)."""
+
+    prompt: float = Field(gt=0, description="prompt_tps is the measured prompt rate times this: the configured "
+                                            "card's dense compute over the measuring card's")
+    decode: float = Field(gt=0, description="decode_tps is the measured decode rate times this: the configured "
+                                            "card's memory bandwidth over the measuring card's")
+    basis: str = Field(min_length=1, description="the two cards' figures the ratios are made of, and where they "
+                                                 "were read (a spec sheet, a whitepaper)")
+
+
+class Source(Section):
+    """Where a throughput entry's figures come from, so a plan can say which of its hours rest on a guess.
+
+    ``measured``: on ``card``, recorded in ``file`` (under benchmarks/recorded/); ``scaled``: measured on
+    ``card`` (``file``) and carried to the configured card by ``ratio``; ``published``: a publication's
+    figure (``note`` names it: the paper's table); ``guess``: nobody measured it (``note``: what it assumes)."""
+
+    kind: Literal[SOURCE_KINDS] = Field(  # type: ignore[valid-type]
+        "guess", description="measured, scaled (from another card by ratio), published or guess; a figure "
+                             "no source is given for is a guess")
+    card: str | None = Field(None, description="measured, scaled: the card the figure was measured on")
+    file: str | None = Field(None, description="measured, scaled: the recorded measurement it was read from "
+                                               "(a file under benchmarks/recorded/)")
+    ratio: Scaling | None = Field(None, description="scaled: the ratios from the measuring card to the "
+                                                    "configured card")
+    note: str = Field("", description="what the figure rests on: a publication's table, a guess's assumptions")
+
+    @model_validator(mode="after")
+    def _says_what_its_kind_needs(self) -> "Source":
+        measuring = self.kind in ("measured", "scaled")
+        if measuring and not (self.card and self.file):
+            raise ValueError(f"a {self.kind} figure names the card it was measured on (card) and the recorded "
+                             "measurement (file)")
+        if (self.kind == "scaled") != (self.ratio is not None):
+            raise ValueError("a scaled figure gives its ratio (prompt, decode, basis), and only a scaled one")
+        if not measuring and (self.card or self.file):
+            raise ValueError(f"a {self.kind} figure names no card or recorded file (it was not measured here): "
+                             "say what it rests on in note")
+        if self.kind == "published" and not self.note:
+            raise ValueError("a published figure names where it was published (note: the paper's table)")
+        return self
+
+    def said(self) -> str:
+        """The source in a few words, as the plan prints it (a note apart: :attr:`note`)."""
+        if self.kind == "measured":
+            return f"measured on {self.card} ({self.file})"
+        if self.kind == "scaled":
+            assert self.ratio is not None
+            return (f"scaled from {self.card} (prompt x{self.ratio.prompt:g}, decode x{self.ratio.decode:g}; "
+                    f"{self.file})")
+        return self.kind
+
+
 class Rate(Section):
     """What one case costs a model: tokens it reads and writes, and how fast its server does so."""
 
@@ -321,6 +380,8 @@ class Rate(Section):
     prompt_tokens: float = Field(ge=0, description="mean prompt (input) tokens per case, over all its rounds")
     completion_tokens: float = Field(ge=0, description="mean completion (output) tokens per case, reasoning "
                                                        "included")
+    source: Source = Field(Source(), description="where prompt_tps and decode_tps come from (local rows)")
+    tokens_source: Source = Field(Source(), description="where prompt_tokens and completion_tokens come from")
 
 
 class Throughput(Section):
@@ -333,6 +394,7 @@ class Throughput(Section):
     judge: Rate | None = Field(None, description="the Tier-2 judge's tokens per scored case (when a judge is on)")
     train_minutes: dict[str, Annotated[float, Field(gt=0)]] = Field({}, description="GPU minutes per trained seed by student size "
                                                             "(<size>-<variant> falls back to <size>)")
+    train_minutes_source: Source = Field(Source(), description="where train_minutes come from")
 
 
 #: The date a price was read: YAML's unquoted 2026-03-01 (a date) or the same text.
@@ -828,6 +890,8 @@ def _defaults_lines(model: type[Section], values: Mapping[str, Any] | None, inde
         note = ("required: " if required else "") + (field.description or "")
         lines += [indent + "# " + line for line in textwrap.wrap(note, DEFAULTS_WIDTH - len(indent) - 2)]
         value = values[name] if values is not None else field.get_default(call_default_factory=True)
+        if isinstance(value, Mapping) and isinstance(field.annotation, type) and issubclass(field.annotation, Section):
+            value = field.annotation.model_validate(value)   # a section within a section, dumped
         if isinstance(value, Section):
             lines.append(f"{indent}{name}:")
             lines += _defaults_lines(type(value), value.model_dump(mode="json"), indent + "  ", seen,

@@ -8,12 +8,16 @@ targets on the config files (``--configfile``, default ``config/config.yaml``,
 sources of its numbers are :mod:`metrobench.plan`'s. Before the table, on stderr, one
 ``metrobench: warning:`` line for each served row whose ``max_tokens`` cannot be generated
 within its ``timeout_s`` at the config's decode rate (:func:`metrobench.plan.timeout_warnings`);
-the plan still exits 0, since the row runs, only its longest replies time out.
+the plan still exits 0, since the row runs, only its longest replies time out. After the table:
+each throughput entry the plan was priced with and where its figures come from (measured, scaled,
+published or guess: :func:`metrobench.plan.rate_sources`), then the makespan of its GPU jobs on the
+configured card, one at a time and packed by memory (:mod:`metrobench.footprint.schedule`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -23,6 +27,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from metrobench.plan import PlanRow as Row
+    from metrobench.study import StudyConfig
 
 
 def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
@@ -43,7 +48,7 @@ def register(sub: Subparsers[argparse.ArgumentParser]) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from metrobench.footprint.disk import free_gb
-    from metrobench.plan import DEFAULT_CONFIG, plan_of, plan_table
+    from metrobench.plan import DEFAULT_CONFIG, plan_of, plan_table, rate_sources
 
     planned = plan_of(args.targets, args.configfile or [DEFAULT_CONFIG], args.config, forceall=args.all,
                       cwd=args.directory, force=args.force)
@@ -62,7 +67,35 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"{planned.study.results}" + ("" if free >= disk.needed else f": {disk.needed - free:.0f} GB short"))
     print("case runs: model runs only (a score row's are cases scored); prices: the config's throughput "
           "section (docs/paper-study.md, What a plan costs)" + ("; ?: no entry prices it" if _unknown(rows) else ""))
+    for line in rate_sources(planned.study, rows):
+        print(line)
+    with contextlib.chdir(args.directory or Path(".")):     # the config's paths are the workflow's
+        schedule = _schedule_lines(planned.study, rows)
+    for line in schedule:
+        print(line)
     return 0
+
+
+def _schedule_lines(study: StudyConfig, rows: list[Row]) -> list[str]:
+    """The makespan on one card beside the GPU-hours (:mod:`metrobench.footprint.schedule`)."""
+    from metrobench.footprint.schedule import makespans
+
+    spans = makespans(rows, study)
+    if spans is None:
+        return ["makespan: no card configured (gpu): not scheduled"]
+
+    def hours(seconds: float | None) -> str:
+        return "?" if seconds is None else f"{seconds / 3600:.2f} h"
+
+    assert study.gpu is not None        # makespans schedules only on a configured card
+    return [
+        f"makespan on one {study.gpu.name} ({spans.jobs} GPU jobs; teachers' runs, then training, each student's runs "
+        "after its training; CPU stages take no time here):",
+        f"  one at a time (gpu=1, profiles/default): {hours(spans.alone_s)}",
+        f"  packed by memory (profiles/packed: {spans.capacity_gib:g} GiB, at most {spans.max_jobs} at once; "
+        f"{spans.most_at_once} at most here): {hours(spans.packed_s)} if side by side costs no speed, a bound "
+        "(what servers side by side gain is unmeasured)",
+    ]
 
 
 def _unknown(rows: list[Row]) -> bool:

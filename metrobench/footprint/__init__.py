@@ -12,7 +12,10 @@ check the arithmetic (``docs/paper-study.md``, "Does it fit"):
   estimate ``benchmarks/memory_plan.py`` prints);
 * :mod:`.fit`: the configured card (``gpu`` in the study config) against an estimate: the
   one-line refusal ``metrobench plan``, ``doctor`` and the workflow give;
-* :mod:`.disk`: every file a plan fetches and writes, against free space.
+* :mod:`.disk`: every file a plan fetches and writes, against free space;
+* :mod:`.schedule`: the plan's GPU jobs on one card, one at a time or packed by memory (the
+  makespan), and the ``gpu_mem_mib`` a GPU job declares to Snakemake;
+* :mod:`.measured`: the serving kit's recorded memory table, held against :mod:`.serving`.
 
 Why here and not in the rules: the plan, the doctor and the workflow's own start all ask
 the same question and must give the same answer.

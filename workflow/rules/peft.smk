@@ -17,6 +17,7 @@ rule train:
     threads: train_threads
     resources:
         gpu=1,
+        gpu_mem_mib=train_gpu_mib,
     params:
         work=lambda w: paths.train_work(w.size, w.seed),
         revision=revision_flag,

@@ -20,6 +20,7 @@ rule run:
         "../envs/serve.yaml"
     resources:
         gpu=gpu_jobs,
+        gpu_mem_mib=served_gpu_mib,
     params:
         # derived (a function of the input): not compared, a reworded command reruns nothing
         command=run_command,
