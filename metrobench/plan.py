@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 
 from metrobench import layout
 from metrobench.agents.runner.config import IN_PROCESS
-from metrobench.run_job import RunJob, run_config, run_job
+from metrobench.run_job import TEACHER_VIEW, RunJob, run_config, run_job
 from metrobench.errors import MetrobenchError
 from metrobench.footprint.fit import GpuNeed, fits, refusal, serving_need, study_lock, training_need
 from metrobench.study import Rate, StudyConfig, load_study
@@ -459,6 +459,16 @@ def benchmark_seconds(path: Path) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _counting_order(item: tuple[Job, list[str]]) -> tuple[bool, bool, str, str, str]:
+    """Runs first (scores read their views), the teachers' train views first among them (they run first:
+    the students wait on them), then by model, system and view: a case two views of one work transcript
+    read is charged to the same view whatever order Snakemake printed the jobs in."""
+    job, words = item
+    run = bool(words) and words[0] in RUN_COMMANDS
+    view = job.wildcards.get("partition", "")
+    return (not run, view != TEACHER_VIEW, job.wildcards.get("model", ""), job.wildcards.get("system", ""), view)
+
+
 def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path("."), config: str = "the config") -> list[PlanRow]:
     """One row per (stage, model), in the order the stages and models first appear.
 
@@ -468,7 +478,7 @@ def tabulate(study: StudyConfig, jobs: Iterable[Job], root: Path = Path("."), co
     gpu = GpuNeeds(study, root)
     rows: dict[tuple[str, str], PlanRow] = {}
     planned = [(job, _command(job.shell)) for job in jobs]
-    planned.sort(key=lambda item: not (item[1] and item[1][0] in RUN_COMMANDS))  # runs first: scores read their views
+    planned.sort(key=_counting_order)
     for job, words in planned:
         stage = job_stage(job, words)
         cases = 0
