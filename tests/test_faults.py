@@ -332,7 +332,7 @@ def test_deeply_nested_tool_call_line(root, tmp_path, capsys):
     (["run", "--system", "atlantis", "--model", "m", "--out", "x.jsonl"], "run: argument --system: invalid choice"),
     (["score", "--run", "x.jsonl", "--out", "s", "--judge", "gpt"], "score: argument --judge: invalid choice"),
     (["no-such-stage"], "argument STAGE: invalid choice"),
-    (["run", "--system", "marta"], "the following arguments are required: --out"),
+    (["run", "--system", "marta"], "name the transcript with --out (or run a study's run job with --view)"),
     (["stats"], "stats: the following arguments are required: STAT"),
 ])
 def test_argparse_errors_are_one_line(capsys, argv, expected):

@@ -381,12 +381,21 @@ def test_bench_require_gpu_stops_before_the_server_starts(tmp_path, root, monkey
     assert not out.exists()
 
 
-def test_the_workflow_passes_require_gpu_only_when_the_config_names_a_card():
-    text = (REPO / "workflow" / "rules" / "common.smk").read_text()
-    # with the card itself (issue 49, item 6: the run holds the fetched GGUF's header against it)
-    assert 'gpu = getattr(STUDY, "gpu", None)\n    if not gpu:\n        return ""' in text
-    assert 'return f" --require-gpu --gpu {shlex.quote(card)}"' in text
-    assert "{gpu_flag()}" in text
+def test_the_workflow_passes_require_gpu_only_when_the_config_names_a_card(monkeypatch):
+    # the study's run job (`run --view`, what the run rule runs) carries the config's card: a GPU row is
+    # then refused on a CPU build and held to the card by its GGUF's header (issue 49, item 6); a CPU
+    # study names no card, and nothing is required
+    from metrobench.cli import main
+    from metrobench.commands import runs
+
+    seen: dict = {}
+    monkeypatch.setattr(runs, "execute", lambda job, **options: seen.update(card=job.card, **options) or 0)
+    view = ["--system", "doha", "--view", "holdout"]
+    assert main(["run", "--config", "config/demo.yaml", "--model", "rule-agent", *view]) == 0
+    assert seen["card"] is None and seen["require_gpu"] is False
+    assert main(["run", "--config", "config/config.yaml", "--model", "qwen3.5-27b", *view]) == 0
+    assert seen["card"].memory_gib == 32 and seen["require_gpu"] is True
+    assert seen["set_aside"] is True and seen["rerun_changed"] is True
 
 
 # -- the real llama-server -----------------------------------------------------------------

@@ -210,12 +210,17 @@ def test_the_demo_plans_three_runs_and_the_repeats_table(tmp_path):
     plan = subprocess.run([sys.executable, "-m", "snakemake", "results/repeats.csv", "-n", "-p", "--configfile",
                            "config/demo.yaml"], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert plan.returncode == 0, plan.stderr[-2000:]
-    bench = [line for line in plan.stdout.splitlines() if "metrobench bench" in line]
-    for repeat, name in ((None, "smollm2-135m"), (2, "smollm2-135m-rep2"), (3, "smollm2-135m-rep3")):
-        flag = "--model smollm2-135m " + (f"--repeat {repeat} " if repeat else "")
-        mine = [line for line in bench if f"--work results/work/{name}/" in line]
-        assert len(mine) == 6 and all(flag in line for line in mine), (name, mine[:1])
-    assert sum("--repeat" in line for line in bench) == 12
+    runs = [line for line in plan.stdout.splitlines() if "metrobench run " in line]
+    names = ("smollm2-135m", "smollm2-135m-rep2", "smollm2-135m-rep3")
+    for name in names:      # each run job names its run; its RunJob resolves the repeat (issue 52)
+        assert sum(f"--model {name} " in line and "--view holdout" in line for line in runs) == 6, name
+    from metrobench.run_job import run_job
+    from metrobench.study import load_study
+
+    jobs = [run_job(load_study([str(cwd / "config/demo.yaml")]), name, "doha", "holdout") for name in names]
+    assert [job.config.name for job in jobs] == list(names)
+    assert [job.work for job in jobs] == [f"results/work/{name}/doha.jsonl" for name in names]
+    assert len({job.fingerprint() for job in jobs}) == 3       # each its own sampling seed
     assert any("metrobench tables" in line and "--only repeats" in line for line in plan.stdout.splitlines())
 
 
