@@ -2,7 +2,7 @@
 
 A ``throughput`` entry's ``source`` (its prompt and decode rates) and ``tokens_source`` (its tokens a
 case), and ``train_minutes_source``, say measured (on which card, in which recorded file), scaled (from
-which card, by which ratios), published or guess (metrobench/study.py, Source); the paper config marks
+which card, by which ratios), published or guess (metrobench/study/, Source); the paper config marks
 its serving figures as the guesses they are, and ``metrobench plan`` prints, for each rate it uses,
 which it is, then the makespan on one card (metrobench/footprint/schedule.py).
 """

@@ -1,6 +1,6 @@
 """Table 1's commands: ``calibration-sample`` (the pairs to rate) and ``table1`` (their ratings and agreement).
 
-Contract: both read the study config's ``calibration`` section (metrobench/study.py) and the
+Contract: both read the study config's ``calibration`` section (metrobench/study/) and the
 benchmark; ``calibration-sample`` writes only its ``--out`` (the sample, in the published blind
 file's shape), ``table1`` only its ``--out`` CSV, the Markdown beside it, the judges' ratings
 CSV beside that and the judge cache it is given. Bad input stops either before it writes.

@@ -27,7 +27,7 @@ _PATH = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
 if os.path.isfile(os.path.join(_BIN, "metrobench")) and _PATH[:1] != [_BIN]:
     os.environ.update(PATH=os.pathsep.join([_BIN, *_PATH]))
 
-# The study config as one typed model (metrobench/study.py): every rule reads STUDY, with
+# The study config as one typed model (metrobench/study/): every rule reads STUDY, with
 # the model's defaults; a bad key or value stops the plan with one line naming its file.
 try:
     STUDY = validate_study(config, read_sources(workflow.configfiles))
