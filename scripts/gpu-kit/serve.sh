@@ -61,7 +61,7 @@ elif [[ "$(cat "$KIT/.gpu-kit")" != "python $pyver" ]]; then
 else
   if (( ! CPU )); then    # the build first: it is the longest step, and needs only the kit's tree
     mkdir -p "$BUILD"
-    GPU_KIT=$KIT PYTHON=$PY setsid scripts/gpu-kit/build.sh --llama "$BUILD" >"$WORK/logs/build.out" 2>&1 &
+    GPU_KIT=$KIT PYTHON=$PY setsid scripts/gpu-kit/build.sh --llama "$BUILD" >"$WORK/logs/build-stdout.log" 2>&1 &
     build_pid=$!
   fi
   site=$(mktemp -d /tmp/gpu-kit-site.XXXXXX)
