@@ -139,7 +139,8 @@ def _record(layers: int, kv_layers: int, fixed: float = 0.004, per_layer: float 
     token = fixed + per_layer * layers
     return {"model": "qwen3.5-27b", "quant": "Q4_K_M", "layers": layers, "kv_layers": kv_layers,
             "n_ctx": 196608, "parallel": 2, "block_bytes": layers * 0.25 * GIB,
-            "server_gib": {"weights": 1.0 + layers * 0.25, "kv": kv_layers * 0.75, "recurrent": 0.01 * (layers - kv_layers),
+            "server_gib": {"weights": 1.0 + layers * 0.25, "kv": kv_layers * 0.75,
+                           "recurrent": 0.01 * (layers - kv_layers),
                            "compute": 0.4, "output": 0.002,
                            "total": 1.0 + layers * 0.25 + kv_layers * 0.75 + 0.01 * (layers - kv_layers) + 0.402},
             "device_gib": 2.0 + layers * 0.25 + kv_layers * 0.75,

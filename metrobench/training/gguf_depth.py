@@ -161,7 +161,8 @@ def _copy(source: int, target: int, offset: int, count: int) -> None:
 
 
 def with_blocks(src: Path | str, dest: Path | str, blocks: int) -> Path:
-    """Write ``dest``: ``src`` with ``blocks`` blocks, block ``i`` being ``src``'s block ``i % m`` (module docstring)."""
+    """Write ``dest``: ``src`` with ``blocks`` blocks, block ``i`` being ``src``'s block ``i % m`` (module
+    docstring)."""
     src, dest = Path(src), Path(dest)
     version, entries, tensors, alignment, data_start = _read(src)
     arch = next((e.value for e in entries if e.key == "general.architecture"), None)
@@ -198,8 +199,8 @@ def with_blocks(src: Path | str, dest: Path | str, blocks: int) -> Path:
             kept.append((f"blk.{block}.{tensor.name.split('.', 2)[2]}", tensor))
     infos, offset = [], 0
     for name, tensor in kept:
-        infos.append(_string(name) + struct.pack("<I", len(tensor.dims))
-                     + struct.pack(f"<{len(tensor.dims)}Q", *tensor.dims) + struct.pack("<IQ", tensor.ggml_type, offset))
+        dims = struct.pack(f"<I{len(tensor.dims)}Q", len(tensor.dims), *tensor.dims)
+        infos.append(_string(name) + dims + struct.pack("<IQ", tensor.ggml_type, offset))
         offset += -(-tensor.extent // alignment) * alignment
     header = b"GGUF" + struct.pack("<IQQ", version, len(kept), len(metadata)) + b"".join(metadata) + b"".join(infos)
     header += b"\0" * (-len(header) % alignment)

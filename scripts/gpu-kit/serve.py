@@ -80,7 +80,8 @@ TINY = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "
 MOE_KEYS = ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size")
 TOKEN_IDS = (1_000, 40_000)      # prompt ids drawn from here: real tokens of the vocabulary, never padding
 MIN_START = {"gpu": 20, "cpu": 5}
-WRITE_DISK_GIB = 48              # free disk for two writes at once on a GPU (27B: 8 GiB of safetensors and as much GGUF)
+#: Free disk (GiB) for two writes at once on a GPU (27B: 8 GiB of safetensors and as much bf16 GGUF each).
+WRITE_DISK_GIB = 48
 RESERVE = {"gpu": 15, "cpu": 10}
 
 
@@ -135,6 +136,22 @@ def tokenizer_folder(kit: Path | None, work: Path) -> Path:
     return folder
 
 
+def load_tokenizer(folder: Path):
+    """The tokenizer saved in ``folder``, read from its ``tokenizer.json`` and special tokens alone, so the
+    transformers that reads it need not know the class the one that saved it named (the kit's copy was
+    saved here; the GPU image has its own transformers)."""
+    from transformers import PreTrainedTokenizerFast
+
+    config = json.loads((folder / "tokenizer_config.json").read_text()) \
+        if (folder / "tokenizer_config.json").is_file() else {}
+    special = {k: config[k] for k in ("bos_token", "eos_token", "unk_token", "pad_token")
+               if isinstance(config.get(k), str)}
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), **special)
+    if (folder / "chat_template.jinja").is_file():
+        tokenizer.chat_template = (folder / "chat_template.jinja").read_text()
+    return tokenizer
+
+
 def wait_for(marker: Path, failed: Path, what: str, timeout: float) -> str:
     """The text of ``marker`` once it is there; an error when ``failed`` appears or ``timeout`` passes."""
     deadline = time.monotonic() + timeout
@@ -174,10 +191,7 @@ def write_main(args: argparse.Namespace) -> int:
     folder, wide = work / f"{out.stem}.hf", work / f"{out.stem}.bf16.gguf"
     quantizer = None
     try:
-        from transformers import AutoTokenizer
-
-        random_folder(widths(size, args.cpu), folder, AutoTokenizer.from_pretrained(args.tokenizer),
-                      layers=CHAIN_LAYERS)
+        random_folder(widths(size, args.cpu), folder, load_tokenizer(Path(args.tokenizer)), layers=CHAIN_LAYERS)
         convert_to_gguf(folder, wide, checkout=checkout, outtype="bf16")
         shutil.rmtree(folder, ignore_errors=True)
         if build is not None:
@@ -480,7 +494,7 @@ class Run:
         gi = 0 if not self.cpu else 1
         self.writes = [Step(f"write-{s.name}", "write", CAPS[f"write-{s.name}"][gi], s.name) for s in SIZES]
         self.steps: list[Step] = []
-        if not self.cpu:
+        if self.build is not None:
             self.steps.append(Step("build", "build", self.budget))
         for s in SIZES:
             for depth in s.depths:
@@ -552,7 +566,8 @@ class Run:
         started = time.monotonic()
         out, tmp = self.chain_file(step.size), self.work / f"tmp-{step.size}"
         cmd = [sys.executable, str(Path(__file__).resolve()), "write", step.size, str(out), "--work", str(tmp)]
-        cmd += ["--cpu"] if self.cpu else ["--build", str(self.build)]
+        cmd += ["--cpu"] if self.cpu else []
+        cmd += ["--build", str(self.build)] if self.build is not None else []
         cmd += ["--tokenizer", str(self.tokenizer)]
         log = self.logs / f"{step.name}.log"
         with open(log, "wb") as handle:
@@ -640,7 +655,7 @@ class Run:
     def run(self) -> dict[str, Any]:
         """The writes (beside the build, on a GPU), then every server step: nothing else runs while a server
         is measured, so its tokens a second are its own."""
-        if self.cpu:
+        if self.build is None:
             from metrobench.agents.serving import find_llama_server
 
             self.binary = str(find_llama_server())
@@ -675,7 +690,7 @@ class Run:
                 "wall_seconds": round(time.time() - self.t0, 1), "rows": self.rows,
                 "server": self.binary, "server_version": version_of(self.binary) if self.binary else None,
                 "steps": [s.result() for s in ordered], "summaries": summaries,
-                "about": about(self.cpu)}
+                "about": about(self.cpu, version_of(self.binary) if self.binary else None)}
 
 
 def version_of(binary: str) -> str:
@@ -696,7 +711,7 @@ def device_info(cpu: bool) -> dict[str, Any]:
     return {"name": f"CPU: {model}, {os.cpu_count()} threads", "memory_mib": None}
 
 
-def about(cpu: bool) -> str:
+def about(cpu: bool, version: str | None) -> str:
     width = "tiny widths (hidden 64; the real vocabulary and depths)" if cpu else "the real widths"
     memory = ("Memory on the CPU: every buffer the server reports (all on the host) and its peak resident memory"
               if cpu else "Memory: the CUDA buffers the server reports (host buffers apart in results.json) and "
@@ -707,7 +722,9 @@ def about(cpu: bool) -> str:
             f"{memory}; the estimate is metrobench.footprint.serving's for that file (scaled rows: the plan's). "
             "Prompt: the row's throughput prompt tokens cold, then a sixth more with the prefix cached; decode "
             "after it with one slot, and two fresh prompts at once. Scaled rows carry the deepest measurement "
-            "below full depth to the full depth (the how column); check rows measure the full depth itself.")
+            "below full depth to the full depth (the how column); check rows measure the full depth itself. "
+            f"llama.cpp: {version or '?'}, the tree the project's own server is built from (the kit's), not the "
+            "rows' named builds (serving.build): memory and speed may differ between builds.")
 
 
 def pack_logs(work: Path, out: Path, build: Path | None) -> None:

@@ -17,8 +17,10 @@
 # and the build is skipped); five files, so the device tool brings back all of them.
 # Environment: PYTHON (python3), GPU_KIT (build/gpu-kit; for --cpu build/gpu-kit-pyX.Y if it is
 # there, else none: the environment's own packages), SERVE_BUDGET (seconds), LLAMA_BUILD
-# (build/gpu-kit-llama: kept between calls on a warm machine), SERVE_WORK (a temporary folder,
-# removed at the end unless SERVE_KEEP=1).
+# (build/gpu-kit-llama: kept between calls on a warm machine), LLAMA_KIT (the kit whose llama.cpp
+# tree and tokenizer are used: GPU_KIT, or build/gpu-kit), SERVE_BUILD=1 (with --cpu: build the
+# kit's llama.cpp here, CPU-only, and serve with it: the GPU run's build, converter and quantiser,
+# rehearsed), SERVE_WORK (a temporary folder, removed at the end unless SERVE_KEEP=1).
 # With the device tool: carry: ["build/gpu-kit"], timeout_s: 600.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -50,37 +52,44 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [[ "$KIT" == none ]]; then
-  echo "kit: none (the environment's own packages)"
-elif [[ ! -f "$KIT/.gpu-kit" ]]; then
+if [[ "$KIT" != none && ! -f "$KIT/.gpu-kit" ]]; then
   echo "serve.sh: error: $KIT: no kit (build it: PYTHON=.venv/bin/python scripts/gpu-kit/build.sh$( (( CPU )) && echo " --python $pyver $KIT"))" >&2
   exit 2
-elif [[ "$(cat "$KIT/.gpu-kit")" != "python $pyver" ]]; then
+elif [[ "$KIT" != none && "$(cat "$KIT/.gpu-kit")" != "python $pyver" ]]; then
   echo "serve.sh: error: $KIT was built for $(cat "$KIT/.gpu-kit"), this is python $pyver" >&2
   exit 2
-else
-  if (( ! CPU )); then    # the build first: it is the longest step, and needs only the kit's tree
-    mkdir -p "$BUILD"
-    GPU_KIT=$KIT PYTHON=$PY setsid scripts/gpu-kit/build.sh --llama "$BUILD" >"$WORK/logs/build-stdout.log" 2>&1 &
-    build_pid=$!
+fi
+# The llama.cpp build from the kit's tree: on a GPU always, first (the longest step); with --cpu only
+# when SERVE_BUILD=1, which rehearses the GPU run's build, converter and quantiser here (CPU-only).
+LLAMA_KIT=${LLAMA_KIT:-$KIT}
+[[ "$LLAMA_KIT" == none ]] && LLAMA_KIT=build/gpu-kit
+if (( ! CPU )) || [[ "${SERVE_BUILD:-0}" == 1 ]]; then
+  if [[ ! -f "$LLAMA_KIT/llama.cpp.tar.xz" ]]; then
+    echo "serve.sh: error: $LLAMA_KIT/llama.cpp.tar.xz: no llama.cpp tree (PYTHON=.venv/bin/python scripts/gpu-kit/build.sh)" >&2
+    exit 2
   fi
+  mkdir -p "$BUILD"
+  GPU_KIT=$LLAMA_KIT PYTHON=$PY setsid scripts/gpu-kit/build.sh --llama $( (( CPU )) && echo --cpu ) "$BUILD" \
+    >"$WORK/logs/build-stdout.log" 2>&1 &
+  build_pid=$!
+fi
+if [[ "$KIT" == none ]]; then
+  echo "kit: none (the environment's own packages)"
+else
   site=$(mktemp -d /tmp/gpu-kit-site.XXXXXX)
   "$PY" scripts/gpu-kit/install_kit.py "$KIT" "$site" "$WORK/kit.json" || exit 1
 fi
 export PYTHONPATH="${site:+$site:}$PWD${PYTHONPATH:+:$PYTHONPATH}"
-if (( CPU )); then
-  export CUDA_VISIBLE_DEVICES=""
-elif [[ -z "$build_pid" ]]; then
-  echo "serve.sh: error: a GPU run needs the kit (its llama.cpp tree): GPU_KIT=none is for --cpu" >&2; exit 2
-fi
+(( CPU )) && export CUDA_VISIBLE_DEVICES=""
 
 args=(run "$OUT" --work "$WORK" --budget "$BUDGET" --t0 "$t0")
-(( CPU )) && args+=(--cpu) || args+=(--build "$BUILD")
-[[ "$KIT" != none ]] && args+=(--kit "$KIT")
+(( CPU )) && args+=(--cpu)
+[[ -n "$build_pid" ]] && args+=(--build "$BUILD")
+[[ -f "$LLAMA_KIT/tokenizer/tokenizer.json" ]] && args+=(--kit "$LLAMA_KIT")
 "$PY" scripts/gpu-kit/serve.py "${args[@]}"
 rc=$?
 
-if (( ! CPU )) && [[ -f "$BUILD/.server-ready" ]] && [[ ! -f "$KIT/llama-bin.tar.xz" ]]; then
+if [[ -n "$build_pid" && -f "$BUILD/.server-ready" && ! -f "$LLAMA_KIT/llama-bin.tar.xz" ]]; then
   # bring the binaries back once: at most 16 MiB a file comes back from the device tool
   ( cd "$BUILD" && find host/bin cuda/bin -maxdepth 1 \( -type f -o -type l \) \( -name 'llama-server' -o \
       -name 'llama-quantize' -o -name '*.so*' \) -print0 2>/dev/null | LC_ALL=C sort -z |
@@ -88,7 +97,7 @@ if (( ! CPU )) && [[ -f "$BUILD/.server-ready" ]] && [[ ! -f "$KIT/llama-bin.tar
   bytes=$(stat -c %s "$WORK/llama-bin.tar.xz" 2>/dev/null || echo 0)
   if (( bytes > 0 && bytes <= 16 * 1024 * 1024 )); then
     mv "$WORK/llama-bin.tar.xz" "$OUT/llama-bin.tar.xz"
-    echo "llama.cpp binaries: $OUT/llama-bin.tar.xz ($bytes bytes): copy it to $KIT/ to skip the build next time"
+    echo "llama.cpp binaries: $OUT/llama-bin.tar.xz ($bytes bytes): copy it to $LLAMA_KIT/ to skip the build next time"
   else
     echo "llama.cpp binaries: $bytes bytes packed, over the 16 MiB a file the device tool brings back: not kept"
   fi

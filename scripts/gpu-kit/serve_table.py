@@ -93,7 +93,8 @@ def probe_seconds(record: dict[str, Any]) -> dict[str, float | None]:
 
 
 def speeds(record: dict[str, Any]) -> dict[str, float | None]:
-    """Tokens a second of one serve record: cold prompt, warm prompt (new tokens; whole prompt), decode 1 and 2 slots."""
+    """Tokens a second of one serve record: cold prompt, warm prompt (its new tokens; the whole prompt), decode
+    with one slot and with two."""
     t = probe_seconds(record)
     cold, warm = record.get("cold") or {}, record.get("warm") or {}
     return {"cold_tps": _rate(cold.get("tokens"), t["cold"]),
