@@ -417,3 +417,36 @@ def test_serve_sh_cpus_figures_are_positive_and_agree_where_llama_cpp_makes_them
 
 def _size(record: dict) -> str:
     return record["model"].removeprefix("qwen3.5-")
+
+
+def test_build_sh_llama_unpacks_binaries_brought_back_from_the_same_tree_instead_of_compiling(tmp_path):
+    import hashlib
+    import tarfile
+
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    (kit / "llama.cpp.tar.xz").write_bytes(b"a tree")
+    key = hashlib.sha256(b"a tree").hexdigest()[:16] + " 90-real"
+    staged = tmp_path / "staged"
+    for name, data in ((".key", key + "\n"), ("host/bin/llama-quantize", "#!/bin/sh\n"),
+                       ("cuda/bin/llama-server", "#!/bin/sh\n"), ("cuda/bin/libggml-cuda.so", "")):
+        (staged / name).parent.mkdir(parents=True, exist_ok=True)
+        (staged / name).write_text(data)
+    with tarfile.open(kit / "llama-bin.tar.xz", "w:xz") as tar:
+        for name in (".key", "host", "cuda"):
+            tar.add(staged / name, arcname=name)
+    build = tmp_path / "build"
+    env = {**os.environ, "GPU_KIT": str(kit)}
+    done = subprocess.run([str(KIT / "build.sh"), "--llama", str(build)], cwd=REPO, capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "prebuilt binaries" in done.stdout
+    assert (build / ".quantize-ready").read_text().strip() == f"{build}/host/bin/llama-quantize"
+    assert (build / ".server-ready").read_text().strip() == f"{build}/cuda/bin/llama-server"
+    assert (build / "cuda" / "bin" / "libggml-cuda.so").is_file() and not (build / "src").exists()
+    # binaries for another architecture are not taken: the tree is unpacked to be compiled (here it is no tree)
+    env["CUDA_ARCH"] = "120-real"
+    other = subprocess.run([str(KIT / "build.sh"), "--llama", str(tmp_path / "b2")], cwd=REPO, capture_output=True,
+                           text=True, env=env, timeout=60)
+    assert other.returncode != 0 and "prebuilt" not in other.stdout
+    assert not (tmp_path / "b2" / ".server-ready").exists()

@@ -114,6 +114,10 @@ build_llama() {
     cuda_root=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
     CUDA_ARGS=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$cuda_arch" -DCMAKE_CUDA_COMPILER="$nvcc")
     rm -rf "$build/shim"
+    # the CUDA runtime where the toolkit keeps it, on the RPATH: the image's loader may not look there
+    for dir in "$cuda_root/lib64" "$cuda_root"/targets/*/lib; do
+      [[ -d "$dir" ]] && rpath+=";$dir"
+    done
     if ! compgen -G "$cuda_root/lib64/libcublas.so*" >/dev/null && ! compgen -G "$cuda_root/targets/*/lib/libcublas.so*" >/dev/null; then
       # cuBLAS from the nvidia-cublas wheel (nvidia/cu13/lib and include) of the image's Python
       found=$("$PY" - <<'EOF' 2>/dev/null || true
