@@ -66,6 +66,7 @@ ROOT = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(ROOT)]
 
 import serve_table  # noqa: E402 - beside this file
+from metrobench.agents.serving import _die_with_parent  # noqa: E402 - a server never outlives the run
 
 CONFIG = ROOT / "config" / "config.yaml"
 CHAIN_LAYERS = 4
@@ -261,9 +262,9 @@ class Server:
 
         self.log.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        with open(self.log, "ab") as log:
+        with open(self.log, "ab") as log:       # as the project starts it: its own group, ended with this process
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=_die_with_parent)
         while True:
             if self.proc.poll() is not None:
                 tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
@@ -571,7 +572,8 @@ class Run:
         cmd += ["--tokenizer", str(self.tokenizer)]
         log = self.logs / f"{step.name}.log"
         with open(log, "wb") as handle:
-            proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(cmd, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+                                    preexec_fn=_die_with_parent)
             try:
                 rc = proc.wait(limit)
             except subprocess.TimeoutExpired:

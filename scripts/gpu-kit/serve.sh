@@ -51,6 +51,7 @@ cleanup() {
   [[ "${SERVE_KEEP:-0}" == 1 || -n "${SERVE_WORK:-}" ]] || rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT
 
 if [[ "$KIT" != none && ! -f "$KIT/.gpu-kit" ]]; then
   echo "serve.sh: error: $KIT: no kit (build it: PYTHON=.venv/bin/python scripts/gpu-kit/build.sh$( (( CPU )) && echo " --python $pyver $KIT"))" >&2
