@@ -214,6 +214,30 @@ def test_the_table_has_a_row_for_every_step_busy_set_and_size(table, tmp_path):
     assert "| 196,608 × 2 |" in body[2]
 
 
+def test_a_gpu_runs_table_is_the_recorded_memory_table_the_footprint_is_held_to(table, tmp_path):
+    # issue 53 item 2: the kit's CSV, once recorded under benchmarks/recorded/, is what
+    # tests/test_measured_serving.py holds the footprint's serving estimate to (footprint/measured.py)
+    from metrobench.footprint import measured
+
+    results = _results(table)
+    for step in results["steps"]:
+        if step["kind"] == "serve":
+            step["record"]["device_how"] = "nvidia-smi, the server's process"
+    table.write_table(tmp_path, results)
+    assert measured.recorded_tables(tmp_path) == [tmp_path / "table.csv"]
+    [row] = [r for r in measured.read_table(tmp_path / "table.csv") if r.server_reported_mib is not None]
+    scaled = results["summaries"][0]
+    assert (row.size, row.quant, row.n_ctx, row.slots) == ("27b", "Q4_K_M", 196608, 2)
+    assert row.nvidia_smi_mib == pytest.approx(scaled["device_gib"] * 1024, abs=0.1)
+    assert row.server_reported_mib == pytest.approx(scaled["server_gib"]["total"] * 1024, abs=0.1)
+    assert row.estimate_mib == pytest.approx(28.16 * 1024, abs=0.1)
+    # a CPU rehearsal's resident memory is no nvidia-smi figure: its rows are not held to the estimate
+    cpu = _results(table)
+    (tmp_path / "cpu").mkdir()
+    table.write_table(tmp_path / "cpu", cpu)
+    assert all(r.nvidia_smi_mib is None for r in measured.read_table(tmp_path / "cpu" / "table.csv"))
+
+
 # ---------------------------------------------------------------- GGUF depth, the packed tree, the widths
 
 def _small_gguf(path: Path, blocks: int = 4) -> Path:

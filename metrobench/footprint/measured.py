@@ -5,7 +5,8 @@ holds every column of :data:`COLUMNS` (the table ``scripts/gpu-kit/serve.sh`` wr
 ``size`` (``2b``, ``27B``, ``35b-a3b`` or ``qwen3.5-27b``), the ``quant`` served (``Q4_K_M``), the
 server's ``n_ctx`` over its ``slots``, the memory llama-server reported (``server_reported_mib``) and
 the memory ``nvidia-smi`` saw in use (``nvidia_smi_mib``), and the kit's own estimate
-(``estimate_mib``); more columns may follow. :func:`recorded_tables` finds them, :func:`read_table`
+(``estimate_mib``); more columns may follow, and rows with none of these (the kit's other steps) are
+passed over. :func:`recorded_tables` finds them, :func:`read_table`
 reads one (a missing column, an empty size or quant, a figure that is not a positive number: one
 :class:`~metrobench.errors.MetrobenchError` naming the file, the line and the column; an empty memory
 cell is a step the kit skipped, and such a row is not checked).
@@ -39,6 +40,8 @@ from metrobench.footprint.serving import ServingEstimate, serving_estimate
 
 RECORDED = Path("benchmarks/recorded")
 COLUMNS = ("size", "quant", "n_ctx", "slots", "server_reported_mib", "nvidia_smi_mib", "estimate_mib")
+#: What makes a row of the kit's table a memory row: a size or a memory figure (the kit's table has other steps).
+MEMORY_ROW = ("size", "server_reported_mib", "nvidia_smi_mib", "estimate_mib")
 SHORT_GIB = 1.0
 OVER_FRACTION = 0.15
 MIB = 2**20
@@ -85,6 +88,8 @@ def read_table(path: Path) -> list[MeasuredServing]:
             raise MetrobenchError(f"{path}: not a serving memory table: no column {', '.join(missing)}")
         for line, raw in enumerate(reader, start=2):
             row = {key.strip(): (value or "").strip() for key, value in raw.items() if key}
+            if not any(row[column] for column in MEMORY_ROW):
+                continue        # another step of the kit's table (a write, a speed, side by side): no memory row
             rows.append(_row(path, line, row))
     return rows
 

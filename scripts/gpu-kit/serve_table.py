@@ -42,6 +42,9 @@ COLUMNS: tuple[tuple[str, str | None], ...] = (
     ("warm_new_tokens", None), ("warm_tps", "warm: new tok/s"), ("warm_whole_tps", "warm: whole prompt tok/s"),
     ("decode_tokens", None), ("decode1_tps", "decode tok/s, 1 slot"), ("decode2_tps", "decode tok/s, 2 slots"),
     ("seconds", "s"), ("how", "how"),
+    # the recorded memory table's columns (metrobench/footprint/measured.py, which holds the footprint's
+    # estimate to them): on each size's full-depth row, in MiB; nvidia_smi_mib only from a GPU run
+    ("size", None), ("server_reported_mib", None), ("nvidia_smi_mib", None), ("estimate_mib", None),
 )
 
 
@@ -187,6 +190,16 @@ def _memory_cells(server: dict[str, float] | None, estimate: dict[str, float] | 
     return cells
 
 
+def _recorded_cells(size: str, row: dict[str, Any], on_gpu: bool) -> dict[str, Any]:
+    """A full-depth row's cells in the recorded memory table's columns (GiB to MiB, rounded)."""
+    def mib(gib: Any) -> float | None:
+        return None if gib is None else round(float(gib) * 1024, 1)
+
+    return {"size": size, "server_reported_mib": mib(row.get("server_gib")),
+            "nvidia_smi_mib": mib(row.get("device_gib")) if on_gpu else None,
+            "estimate_mib": mib(row.get("estimate_gib"))}
+
+
 def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
     """The table's rows: every step in order, then each size carried to full depth (``results['summaries']``)."""
     out = []
@@ -219,6 +232,8 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
                             "decode2_tps": busy.get("tps"), "decode_tokens": busy.get("tokens_each"),
                             "how": f"{busy['servers']} server(s) of {record['servers']} loaded, every slot busy: "
                                    f"aggregate decode tok/s; device memory with {busy['servers']} loaded"})
+    on_gpu = any(str((step.get("record") or {}).get("device_how", "")).startswith("nvidia-smi")
+                 for step in results["steps"])
     for summary in results.get("summaries", []):
         row = {"step": f"{summary['size']} at {summary['layers']} layers", "kind": "scaled",
                "model": summary["model"], "quant": summary["quant"], "layers": summary["layers"],
@@ -228,6 +243,7 @@ def rows(results: dict[str, Any]) -> list[dict[str, Any]]:
         row.update(_memory_cells(summary.get("server_gib"), summary.get("estimate_gib")))
         row.update({k: summary.get(k) for k in ("cold_tps", "warm_tps", "warm_whole_tps", "decode1_tps",
                                                 "decode2_tps")})
+        row.update(_recorded_cells(summary["size"], row, on_gpu))
         out.append(row)
         if summary.get("check"):
             measured = summary["check"]["measured"]
