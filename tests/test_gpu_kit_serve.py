@@ -421,7 +421,8 @@ def _size(record: dict) -> str:
     return record["model"].removeprefix("qwen3.5-")
 
 
-def test_build_sh_llama_unpacks_binaries_brought_back_from_the_same_tree_instead_of_compiling(tmp_path):
+@pytest.mark.parametrize("parts", [1, 3])
+def test_build_sh_llama_unpacks_binaries_brought_back_from_the_same_tree_instead_of_compiling(tmp_path, parts):
     import hashlib
     import tarfile
 
@@ -434,9 +435,17 @@ def test_build_sh_llama_unpacks_binaries_brought_back_from_the_same_tree_instead
                        ("cuda/bin/llama-server", "#!/bin/sh\n"), ("cuda/bin/libggml-cuda.so", "")):
         (staged / name).parent.mkdir(parents=True, exist_ok=True)
         (staged / name).write_text(data)
-    with tarfile.open(kit / "llama-bin.tar.xz", "w:xz") as tar:
+    (staged / "cuda" / "bin" / "libggml-cuda.so").write_bytes(os.urandom(200_000))      # some bytes to split
+    with tarfile.open(tmp_path / "llama-bin.tar.xz", "w:xz") as tar:
         for name in (".key", "host", "cuda"):
             tar.add(staged / name, arcname=name)
+    packed = (tmp_path / "llama-bin.tar.xz").read_bytes()
+    if parts == 1:
+        (kit / "llama-bin.tar.xz").write_bytes(packed)
+    else:                                                   # as serve.sh splits what is over 15 MiB
+        step = -(-len(packed) // parts)
+        for i in range(parts):
+            (kit / f"llama-bin.tar.xz.part{i}").write_bytes(packed[i * step:(i + 1) * step])
     build = tmp_path / "build"
     env = {**os.environ, "GPU_KIT": str(kit)}
     done = subprocess.run([str(KIT / "build.sh"), "--llama", str(build)], cwd=REPO, capture_output=True, text=True,
@@ -445,7 +454,9 @@ def test_build_sh_llama_unpacks_binaries_brought_back_from_the_same_tree_instead
     assert "prebuilt binaries" in done.stdout
     assert (build / ".quantize-ready").read_text().strip() == f"{build}/host/bin/llama-quantize"
     assert (build / ".server-ready").read_text().strip() == f"{build}/cuda/bin/llama-server"
-    assert (build / "cuda" / "bin" / "libggml-cuda.so").is_file() and not (build / "src").exists()
+    assert (build / "cuda" / "bin" / "libggml-cuda.so").read_bytes() == \
+        (staged / "cuda" / "bin" / "libggml-cuda.so").read_bytes()
+    assert not (build / "src").exists() and not (build / "llama-bin.tar.xz").exists()
     # binaries for another architecture are not taken: the tree is unpacked to be compiled (here it is no tree)
     env["CUDA_ARCH"] = "120-real"
     other = subprocess.run([str(KIT / "build.sh"), "--llama", str(tmp_path / "b2")], cwd=REPO, capture_output=True,
