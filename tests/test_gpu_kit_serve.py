@@ -15,7 +15,6 @@ import csv
 import importlib.util
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -463,3 +462,31 @@ def test_build_sh_llama_unpacks_binaries_brought_back_from_the_same_tree_instead
                            text=True, env=env, timeout=60)
     assert other.returncode != 0 and "prebuilt" not in other.stdout
     assert not (tmp_path / "b2" / ".server-ready").exists()
+
+
+@pytest.mark.parametrize("size", ["2b", "35b-a3b"])
+def test_a_random_folder_holds_what_the_transformers_class_saves(tmp_path, serve, size, monkeypatch):
+    pytest.importorskip("transformers")
+    pytest.importorskip("safetensors")
+    from safetensors import safe_open
+
+    from metrobench.training import random_weights
+
+    monkeypatch.setattr(random_weights, "SHARD_BYTES", 2**20)             # several shards at this width
+    config = serve.widths(next(s for s in serve.SIZES if s.name == size), cpu=True)
+    tokenizer = serve.load_tokenizer(serve.tokenizer_folder(REPO / "build" / "gpu-kit", tmp_path))
+    folder = random_weights.random_folder(config, tmp_path / "hf", tokenizer, layers=4)
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    shapes = random_weights.tensor_shapes(config, 4)
+    assert sorted(index["weight_map"]) == sorted(shapes) and len(set(index["weight_map"].values())) > 1
+    assert ("lm_head.weight" in shapes) == (not config["tie_word_embeddings"])
+    for name, shard in list(index["weight_map"].items())[:12]:
+        with safe_open(str(folder / shard), "pt") as handle:
+            tensor = handle.get_tensor(name)
+        assert tuple(tensor.shape) == shapes[name] and str(tensor.dtype) == "torch.bfloat16"
+        assert tensor.float().abs().sum() > 0
+    saved = json.loads((folder / "config.json").read_text())
+    assert saved["num_hidden_layers"] == 4 and saved["mtp_num_hidden_layers"] == 1
+    assert saved["architectures"] == [random_weights.model_class(config)]
+    assert ("model_type" in saved) == (size != "35b-a3b")    # the MoE's would make AutoTokenizer swap the tokenizer
+    assert (folder / "tokenizer.json").is_file()
