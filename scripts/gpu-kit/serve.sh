@@ -95,7 +95,7 @@ if [[ -n "$build_pid" && -f "$BUILD/.server-ready" ]] && ! compgen -G "$LLAMA_KI
   # bring the binaries back once (the device tool brings back 8 files of at most 16 MiB)
   ( cd "$BUILD" && find host/bin cuda/bin -maxdepth 1 \( -type f -o -type l \) \( -name 'llama-server' -o \
       -name 'llama-quantize' -o -name '*.so*' \) -print0 2>/dev/null | LC_ALL=C sort -z |
-    tar --null -T - -cJf "$WORK/llama-bin.tar.xz" .key --owner=0 --group=0 --mtime=@0 )
+    XZ_OPT="-T0" tar --null -T - -cJf "$WORK/llama-bin.tar.xz" .key --owner=0 --group=0 --mtime=@0 )
   bytes=$(stat -c %s "$WORK/llama-bin.tar.xz" 2>/dev/null || echo 0)
   if (( bytes == 0 )); then
     echo "llama.cpp binaries: not packed"
