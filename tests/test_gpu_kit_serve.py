@@ -15,7 +15,6 @@ import csv
 import importlib.util
 import json
 import os
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -311,10 +310,12 @@ def test_the_packed_tree_has_cuda_the_server_and_the_converter_and_nothing_else(
             "ggml/src/ggml-cuda/mmq.cu", "ggml/src/ggml-cuda/template-instances/mmq-instance-q4_k.cu",
             "ggml/src/ggml-cpu/ops.cpp", "tools/server/server.cpp", "tools/quantize/quantize.cpp",
             "tools/ui/CMakeLists.txt", "convert_hf_to_gguf.py", "conversion/qwen.py", "gguf-py/gguf/quants.py",
-            "src/llama.cpp", "common/common.cpp", "vendor/nlohmann/json.hpp"]
+            "src/llama.cpp", "common/common.cpp", "vendor/nlohmann/json.hpp",
+            "scripts/ui-assets.cmake"]                     # the server's build runs it, with the UI off
     drop = ["ggml/src/ggml-vulkan/ggml-vulkan.cpp", "ggml/src/ggml-metal/ggml-metal.m", "tests/test-backend-ops.cpp",
             "docs/build.md", "models/ggml-vocab-llama-bpe.gguf", "tools/ui/src/app.html", "tools/server/tests/x.py",
-            "examples/simple/simple.cpp", "conversion/__pycache__/qwen.cpython-311.pyc", ".git/HEAD"]
+            "examples/simple/simple.cpp", "conversion/__pycache__/qwen.cpython-311.pyc", ".git/HEAD",
+            "scripts/sync_vendor.py"]
     assert [p for p in keep if not pack.kept(p)] == []
     assert [p for p in drop if pack.kept(p)] == []
 
@@ -443,7 +444,8 @@ def _size(record: dict) -> str:
     return record["model"].removeprefix("qwen3.5-")
 
 
-def test_build_sh_llama_unpacks_binaries_brought_back_from_the_same_tree_instead_of_compiling(tmp_path):
+@pytest.mark.parametrize("parts", [1, 3])
+def test_build_sh_llama_unpacks_binaries_brought_back_from_the_same_tree_instead_of_compiling(tmp_path, parts):
     import hashlib
     import tarfile
 
@@ -456,9 +458,17 @@ def test_build_sh_llama_unpacks_binaries_brought_back_from_the_same_tree_instead
                        ("cuda/bin/llama-server", "#!/bin/sh\n"), ("cuda/bin/libggml-cuda.so", "")):
         (staged / name).parent.mkdir(parents=True, exist_ok=True)
         (staged / name).write_text(data)
-    with tarfile.open(kit / "llama-bin.tar.xz", "w:xz") as tar:
+    (staged / "cuda" / "bin" / "libggml-cuda.so").write_bytes(os.urandom(200_000))      # some bytes to split
+    with tarfile.open(tmp_path / "llama-bin.tar.xz", "w:xz") as tar:
         for name in (".key", "host", "cuda"):
             tar.add(staged / name, arcname=name)
+    packed = (tmp_path / "llama-bin.tar.xz").read_bytes()
+    if parts == 1:
+        (kit / "llama-bin.tar.xz").write_bytes(packed)
+    else:                                                   # as serve.sh splits what is over 15 MiB
+        step = -(-len(packed) // parts)
+        for i in range(parts):
+            (kit / f"llama-bin.tar.xz.part{i}").write_bytes(packed[i * step:(i + 1) * step])
     build = tmp_path / "build"
     env = {**os.environ, "GPU_KIT": str(kit)}
     done = subprocess.run([str(KIT / "build.sh"), "--llama", str(build)], cwd=REPO, capture_output=True, text=True,
@@ -467,10 +477,40 @@ def test_build_sh_llama_unpacks_binaries_brought_back_from_the_same_tree_instead
     assert "prebuilt binaries" in done.stdout
     assert (build / ".quantize-ready").read_text().strip() == f"{build}/host/bin/llama-quantize"
     assert (build / ".server-ready").read_text().strip() == f"{build}/cuda/bin/llama-server"
-    assert (build / "cuda" / "bin" / "libggml-cuda.so").is_file() and not (build / "src").exists()
+    assert (build / "cuda" / "bin" / "libggml-cuda.so").read_bytes() == \
+        (staged / "cuda" / "bin" / "libggml-cuda.so").read_bytes()
+    assert not (build / "src").exists() and not (build / "llama-bin.tar.xz").exists()
     # binaries for another architecture are not taken: the tree is unpacked to be compiled (here it is no tree)
     env["CUDA_ARCH"] = "120-real"
     other = subprocess.run([str(KIT / "build.sh"), "--llama", str(tmp_path / "b2")], cwd=REPO, capture_output=True,
                            text=True, env=env, timeout=60)
     assert other.returncode != 0 and "prebuilt" not in other.stdout
     assert not (tmp_path / "b2" / ".server-ready").exists()
+
+
+@pytest.mark.parametrize("size", ["2b", "35b-a3b"])
+def test_a_random_folder_holds_what_the_transformers_class_saves(tmp_path, serve, size, monkeypatch):
+    pytest.importorskip("transformers")
+    pytest.importorskip("safetensors")
+    from safetensors import safe_open
+
+    from metrobench.training import random_weights
+
+    monkeypatch.setattr(random_weights, "SHARD_BYTES", 2**20)             # several shards at this width
+    config = serve.widths(next(s for s in serve.SIZES if s.name == size), cpu=True)
+    tokenizer = serve.load_tokenizer(serve.tokenizer_folder(REPO / "build" / "gpu-kit", tmp_path))
+    folder = random_weights.random_folder(config, tmp_path / "hf", tokenizer, layers=4)
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    shapes = random_weights.tensor_shapes(config, 4)
+    assert sorted(index["weight_map"]) == sorted(shapes) and len(set(index["weight_map"].values())) > 1
+    assert ("lm_head.weight" in shapes) == (not config["tie_word_embeddings"])
+    for name, shard in list(index["weight_map"].items())[:12]:
+        with safe_open(str(folder / shard), "pt") as handle:
+            tensor = handle.get_tensor(name)
+        assert tuple(tensor.shape) == shapes[name] and str(tensor.dtype) == "torch.bfloat16"
+        assert tensor.float().abs().sum() > 0
+    saved = json.loads((folder / "config.json").read_text())
+    assert saved["num_hidden_layers"] == 4 and saved["mtp_num_hidden_layers"] == 1
+    assert saved["architectures"] == [random_weights.model_class(config)]
+    assert ("model_type" in saved) == (size != "35b-a3b")    # the MoE's would make AutoTokenizer swap the tokenizer
+    assert (folder / "tokenizer.json").is_file()

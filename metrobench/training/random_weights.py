@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -169,13 +169,15 @@ def random_folder(config: dict[str, Any], dest: Path, tokenizer: Any, *, layers:
 
 
 def random_gguf(config: dict[str, Any], out: Path, work: Path, tokenizer: Any, *, quant: str,
-                layers: int | None = None, checkout: str | None = None, quantizer: str | None = None,
-                seed: int = 0) -> Path:
+                layers: int | None = None, checkout: str | None = None,
+                quantizer: str | Callable[[], str | None] | None = None, seed: int = 0) -> Path:
     """``out``: the random model of ``config`` at ``layers`` blocks, converted and quantised to ``quant``.
 
     ``work`` holds the folder and the bf16 GGUF while they are needed (removed after);
-    ``checkout`` is the llama.cpp tree whose converter runs (default: the installed one's),
-    ``quantizer`` a ``llama-quantize`` binary (default: the bindings in this process)."""
+    ``checkout`` is the llama.cpp tree whose converter runs (default: the installed one's);
+    ``quantizer`` a ``llama-quantize`` binary, or a function asked for one once the conversion is
+    done (a build still running may provide it by then), else the bindings in this process. The
+    quantised file is not load-checked here: the server that measures it loads it."""
     import shutil
 
     from metrobench.training.export import convert_to_gguf, quantize
@@ -185,7 +187,8 @@ def random_gguf(config: dict[str, Any], out: Path, work: Path, tokenizer: Any, *
         random_folder(config, folder, tokenizer, layers=layers, seed=seed)
         convert_to_gguf(folder, wide, checkout=checkout, outtype="bf16")
         shutil.rmtree(folder, ignore_errors=True)
-        quantize(wide, out, kind=quant, binary=quantizer, check=False)
+        binary = quantizer() if callable(quantizer) else quantizer
+        quantize(wide, out, kind=quant, binary=binary, check=False)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         wide.unlink(missing_ok=True)

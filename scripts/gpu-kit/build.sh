@@ -33,8 +33,9 @@
 # instead. Where the CUDA toolkit has no cuBLAS (an image that has it from the nvidia-cublas wheel
 # beside torch), the wheel's library and headers are used and its folder goes on the RPATH. A
 # failed stage writes BUILD/.failed (its last lines) and exits non-zero; BUILD/build.log has it
-# all. If KIT/llama-bin.tar.xz is there (serve.sh brings one back: OUT/llama-bin.tar.xz) and was
-# built from the same tree for the same architecture, it is unpacked instead of compiling.
+# all. If KIT/llama-bin.tar.xz (or its parts, KIT/llama-bin.tar.xz.part0 ...) is there (serve.sh
+# brings it back) and was built from the same tree for the same architecture, it is unpacked instead
+# of compiling.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 HERE=scripts/gpu-kit
@@ -64,11 +65,17 @@ build_llama() {
   fi
   echo "$key" >"$build/.key"
   src=$build/src/llama.cpp log=$build/build.log
-  if [[ -f "$kit/llama-bin.tar.xz" && "$(tar -xJOf "$kit/llama-bin.tar.xz" .key 2>/dev/null)" == "$key" ]]; then
-    tar -xJf "$kit/llama-bin.tar.xz" -C "$build"
+  local prebuilt=$kit/llama-bin.tar.xz
+  if [[ ! -f "$prebuilt" ]] && compgen -G "$kit/llama-bin.tar.xz.part*" >/dev/null; then
+    prebuilt=$build/llama-bin.tar.xz       # brought back in parts: joined in order
+    cat $(ls "$kit"/llama-bin.tar.xz.part* | sort -V) >"$prebuilt"
+  fi
+  if [[ -f "$prebuilt" && "$(tar -xJOf "$prebuilt" .key 2>/dev/null)" == "$key" ]]; then
+    tar -xJf "$prebuilt" -C "$build"
     echo "$build/host/bin/llama-quantize" >"$build/.quantize-ready"
     echo "$build/$( (( cpu )) && echo host || echo cuda)/bin/llama-server" >"$build/.server-ready"
     echo "llama.cpp: prebuilt binaries from $kit/llama-bin.tar.xz ($key)" | tee -a "$log"
+    [[ "$prebuilt" == "$build/llama-bin.tar.xz" ]] && rm -f "$prebuilt"
     return 0
   fi
   if [[ ! -f "$src/CMakeLists.txt" ]]; then     # unpacked beside, then renamed: a reader sees all of it or none

@@ -27,7 +27,7 @@ from pathlib import Path
 
 WHOLE = ("cmake", "include", "src", "common", "vendor", "conversion", "gguf-py", "licenses", "ggml/cmake",
          "ggml/include", "ggml/src/ggml-cpu", "ggml/src/ggml-cuda", "tools")
-FILES = ("CMakeLists.txt", "LICENSE", "convert_hf_to_gguf.py", "ggml/CMakeLists.txt")
+FILES = ("CMakeLists.txt", "LICENSE", "convert_hf_to_gguf.py", "ggml/CMakeLists.txt", "scripts/ui-assets.cmake")
 #: Under ``tools/``: what the build never reads with the web UI off, and the server's tests.
 TOOLS_SKIPPED = ("tools/server/tests/", "tools/server/bench/", "tools/ui/")
 TOOLS_UI = ("tools/ui/CMakeLists.txt", "tools/ui/sources.cmake", "tools/ui/ui.cpp.in", "tools/ui/ui.h.in")

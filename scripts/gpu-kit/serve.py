@@ -4,7 +4,8 @@
     python scripts/gpu-kit/serve.py write SIZE OUT.gguf --work DIR --tokenizer DIR [--cpu] [--build DIR]
 
 ``serve.sh`` calls ``run`` (after starting ``build.sh --llama`` in the background on a
-GPU); ``run`` calls ``write`` once per size, as a subprocess it can stop.
+GPU, and with ``--cpu`` when ``SERVE_BUILD=1``: then ``--build``); ``run`` calls ``write``
+once per size, as a subprocess it can stop.
 
 What a size is (:data:`SIZES`): a row of ``config/config.yaml`` (its ``serving``: context,
 slots, unified KV, flash attention, layers on the GPU, extra arguments, and the file type
@@ -12,15 +13,17 @@ its GGUF's name says), the widths of ``scripts/gpu-kit/configs/qwen3_5-<size>.js
 (on ``--cpu``: :data:`TINY`, every kind of block and projection at width 64, with the
 real vocabulary and depths), and the depths it is measured at. Its GGUF is made once by
 the project's chain at :data:`CHAIN_LAYERS` blocks (three gated-delta, one attention:
-:func:`metrobench.training.random_weights.random_gguf`), and each depth from it by
-repeating those blocks (:func:`metrobench.training.gguf_depth.with_blocks`).
+:func:`metrobench.training.random_weights.random_gguf`: random bf16 safetensors,
+``export.convert_to_gguf``, ``export.quantize``), and each depth from it by repeating those blocks
+(:func:`metrobench.training.gguf_depth.with_blocks`).
 
 Steps, in order, each with a cap in seconds on the GPU and on the CPU; the budget
 (``--budget`` from ``--t0``) cuts a step's cap to what is left and skips a step that
 cannot start (:func:`serve_table.step_limit`); the table says what was skipped and why:
 
-* ``write-<size>``: the GGUF (a background thread runs them while servers are measured);
-* ``build`` (GPU): waits for ``build.sh --llama`` to have built llama-server;
+* ``write-<size>``: the GGUF (two at a time where the disk allows; on a GPU beside the
+  build), all before any server starts, so nothing else runs while a server is measured;
+* ``build`` (with ``--build``): waits for ``build.sh --llama`` to have built llama-server;
 * ``serve-<size>@<layers>``: one llama-server started as the project starts it
   (:func:`metrobench.agents.serving.command` with the row's settings, plus ``-lv 4`` so it
   logs its buffers), then: its buffers (:mod:`metrobench.footprint.server_memory`) and
@@ -49,7 +52,6 @@ import argparse
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
@@ -169,13 +171,13 @@ def wait_for(marker: Path, failed: Path, what: str, timeout: float) -> str:
 def write_main(args: argparse.Namespace) -> int:
     """``serve.py write``: one size's GGUF at :data:`CHAIN_LAYERS` blocks, by the project's chain.
 
-    On a GPU the converter is the kit's llama.cpp tree and the quantiser the ``llama-quantize``
-    ``build.sh --llama`` builds first (waited for after the conversion); on the CPU both are the
-    installed llama.cpp's (its tree's converter, the bindings' ``llama_model_quantize``)."""
+    With ``--build`` (a GPU, or the CPU with ``SERVE_BUILD=1``) the converter is the kit's llama.cpp
+    tree and the quantiser the ``llama-quantize`` that ``build.sh --llama`` builds first (waited for
+    after the conversion); without, both are the installed llama.cpp's (its tree's converter, the
+    bindings' ``llama_model_quantize``)."""
     from metrobench.footprint.serving import served
     from metrobench.study import load_study
-    from metrobench.training.export import convert_to_gguf, quantize
-    from metrobench.training.random_weights import random_folder
+    from metrobench.training.random_weights import random_gguf
 
     size = next(s for s in SIZES if s.name == args.size)
     what = served(load_study([str(CONFIG)]), size.model)
@@ -185,26 +187,17 @@ def write_main(args: argparse.Namespace) -> int:
     out, work = Path(args.out), Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     build = Path(args.build) if args.build else None
-    checkout = None
+    checkout = quantizer = None
     if build is not None:
         wait_for(build / "src" / "llama.cpp" / "convert_hf_to_gguf.py", build / ".failed", "the converter", 120)
         checkout = str(build / "src" / "llama.cpp")
-    folder, wide = work / f"{out.stem}.hf", work / f"{out.stem}.bf16.gguf"
-    quantizer = None
-    try:
-        random_folder(widths(size, args.cpu), folder, load_tokenizer(Path(args.tokenizer)), layers=CHAIN_LAYERS)
-        convert_to_gguf(folder, wide, checkout=checkout, outtype="bf16")
-        shutil.rmtree(folder, ignore_errors=True)
-        if build is not None:
-            quantizer = wait_for(build / ".quantize-ready", build / ".failed", "llama-quantize", 600)
-        quantize(wide, out, kind=what.quant, binary=quantizer, check=False)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-        wide.unlink(missing_ok=True)
+        quantizer = lambda: wait_for(build / ".quantize-ready", build / ".failed", "llama-quantize", 600)  # noqa: E731
+    random_gguf(widths(size, args.cpu), out, work, load_tokenizer(Path(args.tokenizer)), quant=what.quant,
+                layers=CHAIN_LAYERS, checkout=checkout, quantizer=quantizer)
     record = {"size": size.name, "model": size.model, "quant": what.quant, "layers": CHAIN_LAYERS,
               "bytes": out.stat().st_size, "seconds": round(time.monotonic() - started, 1),
               "how": f"random bf16 at the {'tiny' if args.cpu else 'real'} widths, convert_hf_to_gguf, "
-                     f"{'llama-quantize' if quantizer else 'llama_model_quantize'} {what.quant}"}
+                     f"{'llama-quantize' if build else 'llama_model_quantize'} {what.quant}"}
     out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
     return 0
 

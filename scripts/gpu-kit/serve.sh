@@ -13,8 +13,9 @@
 # SERVE_BUDGET seconds in all (540; a step that cannot start in time is skipped and the table says
 # so). On --cpu: no build (the project's own llama-server and quantiser), tiny widths, same table.
 # OUT gets table.md, table.csv, results.json, logs.tar.xz and, when the CUDA build finished here,
-# llama-bin.tar.xz (the binaries, for the next run: put it in the kit as build/gpu-kit/llama-bin.tar.xz
-# and the build is skipped); five files, so the device tool brings back all of them.
+# the binaries for the next run: llama-bin.tar.xz, or llama-bin.tar.xz.part0, .part1 ... in 15 MiB
+# parts (put them in the kit, build/gpu-kit/, and the build is skipped); at most seven files, so the
+# device tool brings back all of them.
 # Environment: PYTHON (python3), GPU_KIT (build/gpu-kit; for --cpu build/gpu-kit-pyX.Y if it is
 # there, else none: the environment's own packages), SERVE_BUDGET (seconds), LLAMA_BUILD
 # (build/gpu-kit-llama: kept between calls on a warm machine), LLAMA_KIT (the kit whose llama.cpp
@@ -90,17 +91,23 @@ args=(run "$OUT" --work "$WORK" --budget "$BUDGET" --t0 "$t0")
 "$PY" scripts/gpu-kit/serve.py "${args[@]}"
 rc=$?
 
-if [[ -n "$build_pid" && -f "$BUILD/.server-ready" && ! -f "$LLAMA_KIT/llama-bin.tar.xz" ]]; then
-  # bring the binaries back once: at most 16 MiB a file comes back from the device tool
+if [[ -n "$build_pid" && -f "$BUILD/.server-ready" ]] && ! compgen -G "$LLAMA_KIT/llama-bin.tar.xz*" >/dev/null; then
+  # bring the binaries back once (the device tool brings back 8 files of at most 16 MiB)
   ( cd "$BUILD" && find host/bin cuda/bin -maxdepth 1 \( -type f -o -type l \) \( -name 'llama-server' -o \
       -name 'llama-quantize' -o -name '*.so*' \) -print0 2>/dev/null | LC_ALL=C sort -z |
-    tar --null -T - -cJf "$WORK/llama-bin.tar.xz" .key --owner=0 --group=0 --mtime=@0 )
+    XZ_OPT="-T0" tar --null -T - -cJf "$WORK/llama-bin.tar.xz" .key --owner=0 --group=0 --mtime=@0 )
   bytes=$(stat -c %s "$WORK/llama-bin.tar.xz" 2>/dev/null || echo 0)
-  if (( bytes > 0 && bytes <= 16 * 1024 * 1024 )); then
+  if (( bytes == 0 )); then
+    echo "llama.cpp binaries: not packed"
+  elif (( bytes <= 15 * 1024 * 1024 )); then
     mv "$WORK/llama-bin.tar.xz" "$OUT/llama-bin.tar.xz"
     echo "llama.cpp binaries: $OUT/llama-bin.tar.xz ($bytes bytes): copy it to $LLAMA_KIT/ to skip the build next time"
+  elif (( bytes <= 3 * 15 * 1024 * 1024 )); then   # in parts of 15 MiB: the tool brings back 16 MiB a file
+    split -b 15M -d -a 1 "$WORK/llama-bin.tar.xz" "$OUT/llama-bin.tar.xz.part"
+    echo "llama.cpp binaries: $OUT/llama-bin.tar.xz.part* ($bytes bytes in $(ls "$OUT"/llama-bin.tar.xz.part* | wc -l)" \
+         "parts): copy them to $LLAMA_KIT/ to skip the build next time"
   else
-    echo "llama.cpp binaries: $bytes bytes packed, over the 16 MiB a file the device tool brings back: not kept"
+    echo "llama.cpp binaries: $bytes bytes packed, more than three parts of 15 MiB: not kept"
   fi
 fi
 echo "serve.sh: $(( $(date +%s) - t0 )) s (budget $BUDGET s)"

@@ -135,14 +135,15 @@ def size_summary(size: str, info: dict[str, Any], records: list[dict[str, Any]])
            f"{deepest['kv_layers']} attention blocks, recurrent state x {full - info['full_kv_layers']}/"
            f"{deepest['layers'] - deepest['kv_layers']}, compute and output as measured"]
     rates: dict[str, float | None] = {}
-    whats = set()
+    whats: dict[str, list[str]] = {}
+    names = {"cold": "cold prompt", "warm": "warm prompt", "decode1": "decode 1 slot", "decode2": "decode 2 slots"}
     for key, tokens in (("cold", None), ("warm", None), ("decode1", 1), ("decode2", 2)):
         points = [(r["layers"], probe_seconds(r)[key]) for r in below if probe_seconds(r)[key]]
         if not points:
             rates[key] = None
             continue
         seconds, what = time_at(points, full)
-        whats.add(what)
+        whats.setdefault(what, []).append(names[key])
         if key == "cold":
             rates["cold_tps"] = _rate(deepest["cold"]["tokens"], seconds)
         elif key == "warm":
@@ -152,7 +153,7 @@ def size_summary(size: str, info: dict[str, Any], records: list[dict[str, Any]])
         else:
             rates[f"{key}_tps"] = _rate(tokens, seconds)
     summary.update({k: v for k, v in rates.items() if k.endswith("_tps")})
-    how += [f"speeds: {w}" for w in sorted(whats)]
+    how += [f"{', '.join(keys)}: {what}" for what, keys in whats.items()]
     summary["how"] = "; ".join(how)
     checks = [r for r in records if r["layers"] == full and r is not deepest]
     if checks:
