@@ -33,7 +33,7 @@ def in_process(data: str | None) -> None:
     from metrobench.data.partition import load_split
     from metrobench.scoring.scorer import Scorer
     from metrobench.scoring.store import read_scores, write_scores
-    from metrobench.scoring.summary import render, summarise
+    from metrobench.scoring.summary import summarise, summary_text
 
     imported = time.perf_counter()
     bench = Benchmark.open(data)
@@ -56,7 +56,7 @@ def in_process(data: str | None) -> None:
         stages["summary"] = time.perf_counter() - t
     total = time.perf_counter() - START
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(render(summary))
+    print(summary_text(summary))
     print(f"\nimports {imported - START:.2f} s; " + "; ".join(f"{k} {v:.2f} s" for k, v in stages.items()))
     print(f"wall time {total:.2f} s, peak RSS {peak_mib:.0f} MiB")
 

@@ -68,8 +68,8 @@ import re, sys, time
 from pathlib import Path
 start = time.perf_counter()
 if sys.argv[1] == "streaming":
-    from metrobench.training.export import merge
-    merge(sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]))
+    from metrobench.training.export import merge_adapter
+    merge_adapter(sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4]))
 else:
     import torch
     from peft import PeftModel

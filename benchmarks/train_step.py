@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 from metrobench.training import train as training
-from metrobench.training.base import resolve_base
+from metrobench.training.base import base_folder
 from metrobench.training.host_memory import for_cpu_training
 from metrobench.training.recipe import Recipe, load_recipe
 
@@ -67,7 +67,7 @@ def main() -> None:
         err = exc.errors()[0]
         parser.error(f"--set {'.'.join(map(str, err['loc']))}: {err['msg']}")
     print(f"recipe {args.recipe} with {changes or 'no changes'}", flush=True)
-    base_dir = resolve_base(recipe.base, None)
+    base_dir = base_folder(recipe.base, None)
     tokenizer = training.tokenizer_for(base_dir)
     rows = training.trainable(training.load_examples(args.dataset), tokenizer, recipe)
     with tempfile.TemporaryDirectory() as work:

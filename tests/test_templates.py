@@ -243,12 +243,17 @@ def test_the_workflow_serves_each_student_with_its_recipes_thinking(tmp_path):
 
     workflow_copy(tmp_path)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    pattern = re.compile(r"metrobench bench .*?--model (\S+) --gguf \S+ (--(?:no-)?thinking) ")
-    for config, expected in ((None, "--thinking"), ("config/demo.yaml", "--no-thinking")):
+    pattern = re.compile(r"metrobench run .*?--model (\S+-peft-s\d+) --system (\S+) --view (\S+)")
+    from metrobench.run_job import run_job
+    from metrobench.study import load_study
+
+    for config, expected in ((None, True), ("config/demo.yaml", False)):
         args = ["-n", "-p", *(["--configfile", config] if config else [])]
         plan = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=600)
         assert plan.returncode == 0, (plan.stdout + plan.stderr)[-2000:]
-        flags = dict(pattern.findall(plan.stdout))
+        study = load_study([str(tmp_path / (config or "config/config.yaml"))])
+        jobs = [run_job(study, *found) for found in pattern.findall(plan.stdout)]   # what `run --view` runs
+        flags = {job.model: job.config.thinking for job in jobs}
         assert flags and set(flags.values()) == {expected}, (config, flags)
         assert all("-peft-s" in model for model in flags)

@@ -62,7 +62,7 @@ def test_paper_plan_for_table4(tmp_path):
     }
     assert "../shared" not in plan.stdout
     trainset = snakemake(cwd, "-n", "-p", "results/teacher/dataset.jsonl").stdout
-    assert "--partition train" in trainset
+    assert "--view train" in trainset
     assert all(f"--recipe peft/recipes/{size}.yaml" in trainset for size in ("2b", "4b", "9b", "27b"))
 
 
@@ -197,8 +197,10 @@ def test_config_overrides_reach_the_tables(tmp_path):
     [row] = new_study["leaderboard"]     # the override, as given
     assert {key: row[key] for key in given} == given
     assert new_study["stats"] == study["stats"] and path != new_path
-    bench = [line for line in plain.stdout.splitlines() if "metrobench bench" in line]
-    assert bench and all(re.search(r"--config \S*config/demo\.yaml ", line) for line in bench)
+    # the run jobs read the study as this run sees it (issue 52: `run --view`); their command is a derived
+    # param, so an edited label never restarts them (the settings fingerprint is what reruns a run)
+    runs = [line for line in plain.stdout.splitlines() if "metrobench run " in line]
+    assert runs and all(re.search(r"--config \S+ --model \S+ --system \S+ --view ", line) for line in runs)
 
 
 def test_a_misspelt_config_key_stops_the_plan_with_one_line(tmp_path):
@@ -259,8 +261,12 @@ def test_table4_plan_fetches_every_model_by_name_and_needs_no_judge(tmp_path):
         bench = plan.stdout.split("rule run:", 1)[1].split("\n\n", 1)[0]
         assert re.search(r"input: .*models/Qwen3\.5-", bench)
         # the card travels with each run, which holds its fetched GGUF's header against it (issue 49, item 6)
-        assert """ --require-gpu --gpu '{"name": "RTX 5090", "memory_gib": 32.0, "headroom_gib": 1.0, """ \
-            """"enforce": true}'""" in bench, bench
+        model, system, view = re.search(r"--model (\S+) --system (\S+) --view (\S+)", bench).groups()
+        from metrobench.run_job import run_job
+        from metrobench.study import load_study
+
+        card = run_job(load_study([str(cwd / "config/config.yaml")]), model, system, view).card
+        assert card.model_dump() == {"name": "RTX 5090", "memory_gib": 32.0, "headroom_gib": 1.0, "enforce": True}
 
 
 @pytest.mark.slow

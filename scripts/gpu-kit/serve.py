@@ -346,13 +346,13 @@ def memory_now(server: Server, baseline: float | None, cpu: bool) -> tuple[float
 def measure(row: dict[str, Any], gguf: Path, binary: str, log: Path, limit: float, cpu: bool) -> dict[str, Any]:
     """One ``serve-<size>@<layers>`` step (the module docstring): its record."""
     from metrobench.footprint.architectures import header_arch
-    from metrobench.footprint.gguf_header import read_header
+    from metrobench.footprint.gguf_header import read_gguf_header
     from metrobench.footprint.server_memory import PARTS, parts_of, read_buffers
     from metrobench.footprint.serving import cache_type, serving_estimate
 
     deadline = time.monotonic() + limit
     arch = header_arch(gguf)
-    header = read_header(gguf)
+    header = read_gguf_header(gguf)
     record: dict[str, Any] = {
         "model": row["model"], "quant": row["quant"], "layers": arch.layers, "kv_layers": arch.kv_layers,
         "n_ctx": row["n_ctx"], "parallel": row["parallel"], "kv_unified": row["kv_unified"],

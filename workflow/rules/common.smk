@@ -72,7 +72,8 @@ wildcard_constraints:
 DATA_ROOT, DATA_SOURCE = jobs.data_root(STUDY)
 DATA_FOUND = DATA_ROOT != paths.data_clone()  # else rule fetch_data clones it there
 if workflow.is_main_process:
-    print(f"benchmark data: {DATA_ROOT} (from {DATA_SOURCE})", file=sys.stderr)
+    said = f"from {DATA_SOURCE}" if DATA_FOUND else DATA_SOURCE
+    print(f"benchmark data: {DATA_ROOT} ({said})", file=sys.stderr)
 
 
 def data_root():
