@@ -98,9 +98,14 @@ class RunJob:
         return None if self.gguf or serving is None else serving.gguf
 
     @property
+    def served_here(self) -> bool:
+        """Whether its run starts llama-server (a serving block, no endpoint of its own already up)."""
+        return self.config.serving is not None and not self.config.base_url
+
+    @property
     def gpu(self) -> int:
         """GPU jobs it takes (a Snakemake resource): 1 when served here by llama.cpp, 0 otherwise."""
-        return 1 if self.config.serving is not None else 0
+        return 1 if self.served_here else 0
 
     def inputs(self) -> dict[str, str]:
         """What the run reads, by name: the split, its model config file, the GGUF it serves."""
@@ -126,9 +131,10 @@ def data_root(study: StudyConfig) -> tuple[str, str]:
     return layout.under(study.results).data_clone(), "the pinned clone, fetched at data.commit"
 
 
-def run_config(study: StudyConfig, model: str, *, teacher: bool = False) -> ModelConfig:
-    """The settings a run named ``model`` is made with (see the module docstring); ``teacher``: as it
-    teaches. A name the config does not run (a misspelt model, a repeat beyond its count) is an error."""
+def run_config(study: StudyConfig, model: str) -> ModelConfig:
+    """The settings a run named ``model`` is made with (see the module docstring; :func:`run_job` applies the
+    train view's teacher mode). A name the config does not run (a misspelt model, a repeat beyond its
+    count) is an error."""
     from metrobench.agents.chat_template import chat_template
     from metrobench.training.recipe import load_recipe
 
@@ -143,7 +149,7 @@ def run_config(study: StudyConfig, model: str, *, teacher: bool = False) -> Mode
     else:
         configured, repeat = study.repeat_of(model) or (model, 1)
         cfg = study.config_of(configured, repeat=repeat)
-    return cfg.as_teacher() if teacher else cfg
+    return cfg
 
 
 def run_job(study: StudyConfig, model: str, system: str, view: str) -> RunJob:
@@ -157,14 +163,14 @@ def run_job(study: StudyConfig, model: str, system: str, view: str) -> RunJob:
         if teacher is not cfg:
             work = layout.teacher_work_path(work)
         cfg = teacher
-    student = layout.student_of(study.seeds(), model)
+    student = layout.student_of(study.seeds(), model) is not None
     entry = None if student else study.model_entry(study.configured(model))
     narrowed = view in (study.bench.partition, HOLDOUT_VIEW)
     return RunJob(
         model=model, system=system, view=view, config=cfg, data=data_root(study)[0], split=paths.split_path(),
         sample=study.bench.sample if narrowed and study.bench.sample else None, work=work,
         out=paths.run_path(model, system, view),
-        gguf=paths.quantized_gguf(*map(str, student)) if student else None,
+        gguf=cfg.serving.gguf if student and cfg.serving else None,   # run_config serves its Q4_K_M GGUF
         model_file=entry if isinstance(entry, str) else None, card=study.gpu)
 
 

@@ -175,7 +175,7 @@ def execute(job: RunJob, *, restart: bool = False, set_aside: bool = False, reru
     from metrobench.transcripts.views import check_view_path
 
     cfg = job.config
-    served = cfg.serving is not None and not cfg.base_url   # a GGUF to serve here, not an endpoint already up
+    served = job.served_here
     work, out = (Path(job.work) if job.work else None), Path(job.out)
     if work is not None:
         check_view_path(work, out)           # --out must not be --work under another spelling

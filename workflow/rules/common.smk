@@ -317,35 +317,34 @@ VIEW_MODELS = STUDY.view_models()
 # start's check above holds to the card (metrobench/footprint/). A resource, never a param or a
 # flag: a job's command, settings fingerprint and serving record are the same beside another job.
 _GPU_CAPACITY = STUDY.gpu.memory_gib - STUDY.gpu.headroom_gib if STUDY.gpu else None
-_GPU_MIB = {}
 
 
 def served_gpu_mib(wildcards):
     """A run's llama-server estimate in MiB (0 off the GPU: a hosted API, the rule agent, a CPU server)."""
+    return _served_mib(wildcards.model) if gpu_jobs(wildcards) else 0
+
+
+@functools.cache
+def _served_mib(model):
     from metrobench.footprint.fit import serving_need
     from metrobench.footprint.schedule import need_mib, on_card
 
-    if not gpu_jobs(wildcards):
-        return 0
-    key = ("serving", wildcards.model)
-    if key not in _GPU_MIB:
-        need = serving_need(STUDY, wildcards.model, LOCK)
-        on_gpu = need is not None or on_card(STUDY, wildcards.model)
-        _GPU_MIB[key] = (
-            need_mib(need.gib if need else None, _GPU_CAPACITY) if on_gpu else 0
-        )
-    return _GPU_MIB[key]
+    need = serving_need(STUDY, model, LOCK)
+    on_gpu = need is not None or on_card(STUDY, model)
+    return need_mib(need.gib if need else None, _GPU_CAPACITY) if on_gpu else 0
+
+
+@functools.cache
+def _train_mib(size):
+    from metrobench.footprint.fit import training_need
+    from metrobench.footprint.schedule import need_mib
+
+    need = training_need(STUDY, size)
+    return need_mib(need.gib if need else None, _GPU_CAPACITY)
 
 
 def train_gpu_mib(wildcards):
     """A training job's QLoRA peak in MiB: the larger of the estimate and the GPU kit's measurement
     (metrobench/footprint/fit.py, training_need); with none (CPU training, a tiny base), the whole
     card when one is configured, so it runs alone."""
-    from metrobench.footprint.fit import training_need
-    from metrobench.footprint.schedule import need_mib
-
-    key = ("training", wildcards.size)
-    if key not in _GPU_MIB:
-        need = training_need(STUDY, wildcards.size)
-        _GPU_MIB[key] = need_mib(need.gib if need else None, _GPU_CAPACITY)
-    return _GPU_MIB[key]
+    return _train_mib(wildcards.size)
