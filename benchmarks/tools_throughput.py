@@ -19,7 +19,8 @@ import time
 
 from metrobench.data import Benchmark
 from metrobench.kiosk.network import network_for
-from metrobench.kiosk.tools import ToolSession, call_tool
+from metrobench.kiosk.tools.dispatch import call_tool
+from metrobench.kiosk.tools.session import ToolSession
 
 
 def run(session: ToolSession, pairs: list[tuple[str, str]]) -> float:

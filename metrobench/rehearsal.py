@@ -22,10 +22,16 @@
    ``snakemake <every report target>`` on ``config/config.yaml`` + the overlay,
    then ``snakemake --report``;
 6. a summary: the wall time of each phase, per stage the jobs and seconds
-   Snakemake's ``benchmark:`` files under ``results/benchmarks/`` recorded, and
+   Snakemake's ``benchmark:`` files under ``results/benchmarks/`` recorded, the most
+   GPU jobs that ran at once (:func:`gpu_jobs_at_once`, from Snakemake's log), and
    the builds the runs' serving records name (a run on no named build fails it), and
    the llama.cpp that converted and quantised each student (``gguf_sizes.json``: the
    build that serves it, else the rehearsal fails).
+
+GPU jobs (a served row, a training) run ``--gpu-jobs`` at a time (Snakemake's ``gpu``
+resource; default ``--cores``): 2 runs two small rows side by side, as ``profiles/packed``
+lets the card do; 1 runs each alone, as ``profiles/default``. The tables are the same either
+way but for their wall-clock columns (issue 53: the two rehearsals compared).
 
 Exit status: 0 when every target and the report were written; else the failing
 phase's status, with one ``metrobench: error:`` line naming it and its log.
@@ -254,6 +260,25 @@ def rehearsal_summary(phases: dict[str, float], stages: dict[str, tuple[int, flo
     return "\n".join(lines)
 
 
+def gpu_jobs_at_once(log: str) -> int:
+    """The most jobs holding the ``gpu`` resource that were running at once, read from Snakemake's log
+    line by line: a job starts at its block's ``resources: ... gpu=1`` (after its ``jobid: N``) and
+    ends at ``Finished jobid: N``."""
+    running: set[str] = set()
+    most, block_job = 0, None
+    for line in log.splitlines():
+        if started := re.match(r"\s+jobid: (\d+)$", line):
+            block_job = started.group(1)
+        elif block_job and re.match(r"\s+resources: .*\bgpu=[1-9]", line):
+            running.add(block_job)
+            most = max(most, len(running))
+        elif finished := re.match(r"Finished jobid: (\d+)\b", line):
+            running.discard(finished.group(1))
+        if not line.strip():
+            block_job = None
+    return most
+
+
 def build_checks(study: Any) -> str:
     """``metrobench doctor``'s named-build lines for the builds just installed; a FAIL stops the rehearsal."""
     from metrobench.doctor import check_named_builds
@@ -309,7 +334,7 @@ def targets_of(workdir: Path) -> tuple[Any, dict[str, int], list[str]]:
     return study, ports, [layout.result(target, study.results) for target in study.report_targets()]
 
 
-def rehearse(workdir: Path, data: Path, cores: int) -> str:
+def rehearse(workdir: Path, data: Path, cores: int, gpu_jobs: int | None = None) -> str:
     """The whole rehearsal in ``workdir``; the summary text (raises PhaseFailed on a failed phase)."""
     phases: dict[str, float] = {}
     start = time.monotonic()
@@ -335,7 +360,7 @@ def rehearse(workdir: Path, data: Path, cores: int) -> str:
             workdir, env, logs / "lock.log")
         # (the targets first: --configfile and --config take every word after them)
         snake = [python, "-m", "snakemake", *targets, "--cores", str(cores), "--configfile", *configs,
-                 "--resources", f"gpu={cores}", "--scheduler", "greedy", "--config", f"data={{path: {data}, commit: {study.data.commit}}}"]
+                 "--resources", f"gpu={gpu_jobs or cores}", "--scheduler", "greedy", "--config", f"data={{path: {data}, commit: {study.data.commit}}}"]
         phases["snakemake: every paper target"] = run_phase(
             "snakemake", snake, workdir, env, logs / "snakemake.log", progress=True)
         phases["snakemake --report"] = run_phase(
@@ -354,7 +379,9 @@ def rehearse(workdir: Path, data: Path, cores: int) -> str:
     if not students or wrong:
         raise PhaseFailed(1, f"rehearsal: {wrong[0]} was not converted by the build that serves it ({converter}): "
                              f"{students[wrong[0]]}" if wrong else "rehearsal: no student GGUF was made")
+    at_once = gpu_jobs_at_once((logs / "snakemake.log").read_text())
     return "\n".join([rehearsal_summary(phases, stage_times(workdir / "results" / "benchmarks"), answered),
+                      f"rehearsal: GPU jobs at most {at_once} at once (gpu={gpu_jobs or cores}; Snakemake's log)",
                       "rehearsal: the named builds (doctor's checks):", checked,
                       "rehearsal: builds the runs' serving records name (work transcripts):",
                       *[f"  {n:6d}  {label}" for label, n in builds.items()],
@@ -367,13 +394,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default="results-rehearsal", help="the rehearsal's folder (made fresh)")
     parser.add_argument("--data", default=os.environ.get("METROBENCH_DATA", "../shared/metrollm-bench"),
                         help="the benchmark root (default: $METROBENCH_DATA, else ../shared/metrollm-bench)")
-    parser.add_argument("--cores", type=int, default=2, help="Snakemake's --cores (and its gpu resource)")
+    parser.add_argument("--cores", type=int, default=2, help="Snakemake's --cores")
+    parser.add_argument("--gpu-jobs", type=int, default=None,
+                        help="GPU jobs at once (Snakemake's gpu resource; default --cores): 1 runs each alone")
     args = parser.parse_args(argv)
     data = Path(args.data).resolve()
     try:
         if not data.is_dir():
             raise MetrobenchError(f"--data {args.data}: no such benchmark root")
-        print(rehearse(Path(args.workdir).resolve(), data, args.cores), flush=True)
+        print(rehearse(Path(args.workdir).resolve(), data, args.cores, args.gpu_jobs), flush=True)
     except MetrobenchError as exc:  # a failed phase exits with that phase's status
         print(f"metrobench: error: {exc}", file=sys.stderr)
         return exc.status if isinstance(exc, PhaseFailed) else 1

@@ -144,7 +144,7 @@ def test_run_sh_cpu_writes_the_full_table(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "GPU_KIT": str(kit) if (kit / ".gpu-kit").is_file() else "none",
            "GPU_KIT_BUDGET": "900"}
     out = tmp_path / "out"
-    done = subprocess.run([str(KIT / "run.sh"), "--cpu", str(out)], cwd=REPO, env=env, capture_output=True,
+    done = subprocess.run([str(KIT / "run.sh"), "--cpu", "--train", str(out)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())

@@ -514,3 +514,30 @@ def test_a_random_folder_holds_what_the_transformers_class_saves(tmp_path, serve
     assert saved["architectures"] == [random_weights.model_class(config)]
     assert ("model_type" in saved) == (size != "35b-a3b")    # the MoE's would make AutoTokenizer swap the tokenizer
     assert (folder / "tokenizer.json").is_file()
+
+
+# ---------------------------------------------------------------- run.sh: which half, told neither
+def test_run_sh_told_neither_half_measures_serving_until_a_gpu_serving_table_is_recorded(tmp_path):
+    """next_half.py: no table, or a table from ``serve.sh --cpu`` (no nvidia-smi figure): the serving
+    half; a serving table with an nvidia-smi figure: the training half."""
+    script = KIT / "next_half.py"
+
+    def half(root: Path) -> list[str]:
+        done = subprocess.run([sys.executable, str(script), str(root)], capture_output=True, text=True, check=True)
+        return done.stdout.splitlines()
+
+    assert half(tmp_path / "nowhere") == ["serve", f"no serving table measured on a GPU is recorded under "
+                                                   f"{tmp_path / 'nowhere'} yet"]
+    header = "size,quant,n_ctx,slots,server_reported_mib,nvidia_smi_mib,estimate_mib"
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "table.csv").write_text(f"{header}\n2b,Q8_0,4096,2,120,,130\n")
+    assert half(tmp_path)[0] == "serve"
+    (tmp_path / "gpu").mkdir()
+    (tmp_path / "gpu" / "table.csv").write_text(f"{header}\n2b,Q8_0,262144,2,5000,5500,5923\n")
+    assert half(tmp_path) == ["train", f"a serving table measured on a GPU is recorded ({tmp_path / 'gpu' / 'table.csv'})"]
+
+
+def test_run_sh_refuses_an_option_it_does_not_know_before_doing_anything(tmp_path):
+    done = subprocess.run([str(KIT / "run.sh"), "--serving", str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr == "run.sh: error: unknown option --serving\n"
+    assert not (tmp_path / "out").exists()

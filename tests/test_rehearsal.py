@@ -115,6 +115,22 @@ def test_stage_times_sum_the_benchmark_files(tmp_path):
     assert rehearsal.stage_times(tmp_path) == {"peft train": (1, 7.0, 7.0), "runs": (2, 5.5, 3.5)}
 
 
+def test_gpu_jobs_at_once_counts_only_jobs_holding_the_gpu_from_start_to_finish():
+    def block(job: int, gpu: bool) -> str:
+        resources = "tmpdir=/tmp, gpu=1, gpu_mem_mib=632" if gpu else "tmpdir=/tmp"
+        return f"[Sun Dec  6 12:00:00 2026]\nlocalrule run:\n    jobid: {job}\n    resources: {resources}\n\n"
+
+    def finished(job: int) -> str:
+        return f"[Sun Dec  6 12:00:01 2026]\nFinished jobid: {job} (Rule: run)\n3 of 9 steps (33%) done\n\n"
+
+    # 1 and 2 hold the GPU together; 3 (no gpu) runs beside them; 4 starts once 1 has finished
+    log = block(1, True) + block(3, False) + block(2, True) + finished(1) + block(4, True) + finished(2) + finished(4)
+    assert rehearsal.gpu_jobs_at_once(log) == 2
+    one_at_a_time = block(1, True) + finished(1) + block(2, True) + finished(2) + block(3, False)
+    assert rehearsal.gpu_jobs_at_once(one_at_a_time) == 1
+    assert rehearsal.gpu_jobs_at_once("") == 0
+
+
 @pytest.mark.slow
 def test_the_rehearsal_writes_every_paper_target(tmp_path, root, capsys):
     pytest.importorskip("torch")

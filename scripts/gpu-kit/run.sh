@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The GPU check in one command: QLoRA peak memory at the real Qwen3.5 widths, and the gated-delta
-# layer's speed on each path, into one table (OUT/table.md, OUT/results.json).
+# The GPU check in one command. Two halves, one table each:
+# * --train: QLoRA peak memory at the real Qwen3.5 widths, and the gated-delta layer's speed on each
+#   path (OUT/table.md, OUT/results.json; the rest of this script);
+# * --serve: llama-server's memory and tokens a second per served size (serve.sh, which this hands to).
+# Told neither, it measures the half the repository lacks (next_half.py): the serving half until a
+# serving table measured on a GPU is recorded under benchmarks/recorded/, the training half after.
+# It says which, and why, on its first line.
 #
-#   scripts/gpu-kit/run.sh OUT          # on a CUDA machine, with the kit built (build.sh) beside it
-#   scripts/gpu-kit/run.sh --cpu OUT    # the same steps at a tiny width on the CPU (the rehearsal)
+#   scripts/gpu-kit/run.sh [--train|--serve] OUT          # on a CUDA machine, the kit (build.sh) beside it
+#   scripts/gpu-kit/run.sh --cpu [--train|--serve] OUT    # the same steps at tiny widths on the CPU (the rehearsal)
 #
 # Installs the kit's wheels into a temporary folder put first on PYTHONPATH (install_kit.py; the
 # image's torch and site-packages are not touched), prints the device, checks that the project
@@ -17,11 +22,24 @@
 # fast-kernel layer step fails, the trainings after it run on PyTorch's gated-delta path.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-CPU=0
-if [[ "${1:-}" == "--cpu" ]]; then CPU=1; shift; fi
-if [[ $# -ne 1 ]]; then echo "usage: scripts/gpu-kit/run.sh [--cpu] OUT" >&2; exit 2; fi
+CPU=0 HALF=""
+while [[ "${1:-}" == --* ]]; do
+  case $1 in
+    --cpu) CPU=1 ;;
+    --train|--serve) HALF=${1#--} ;;
+    *) echo "run.sh: error: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [[ $# -ne 1 ]]; then echo "usage: scripts/gpu-kit/run.sh [--cpu] [--train|--serve] OUT" >&2; exit 2; fi
 OUT=$1
 PY=${PYTHON:-python3}
+if [[ -z "$HALF" ]]; then
+  { read -r HALF; read -r why; } < <("$PY" scripts/gpu-kit/next_half.py)
+  [[ $HALF == serve || $HALF == train ]] || { echo "run.sh: error: next_half.py chose nothing" >&2; exit 2; }
+  echo "run.sh: the $([[ $HALF == serve ]] && echo serving || echo training) half ($why)"
+fi
+if [[ $HALF == serve ]]; then exec scripts/gpu-kit/serve.sh $( (( CPU )) && echo --cpu ) "$OUT"; fi
 pyver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 if (( CPU )); then KIT=${GPU_KIT:-build/gpu-kit-py$pyver}; BUDGET=${GPU_KIT_BUDGET:-480}; MIN=5
 else KIT=${GPU_KIT:-build/gpu-kit}; BUDGET=${GPU_KIT_BUDGET:-540}; MIN=25; fi
