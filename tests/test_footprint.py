@@ -92,6 +92,9 @@ def test_cells_follow_llama_cpps_padding():
     assert cache_type(["-ctk", "q8_0", "--cache-type-v=q4_0"], "k") == "q8_0"
     assert cache_type(["-ctk", "q8_0", "--cache-type-v=q4_0"], "v") == "q4_0"
     assert cache_type([], "k") == "f16"
+    # given twice, llama-server runs the last value (its parser overwrites), so the estimate reads that one
+    assert cache_type(["-ctk", "q8_0", "--cache-type-k=q4_0"], "k") == "q4_0"
+    assert cache_type(["--cache-type-k=q4_0", "-ctk", "Q8_0"], "k") == "q8_0"
     assert quant_of("models/Qwen3.5-27B-Q4_K_M.gguf") == "Q4_K_M" and quant_of("x.gguf") is None
 
 

@@ -72,13 +72,15 @@ def pad(value: int, to: int = CTX_PAD) -> int:
 
 
 def cache_type(extra_args: list[str], which: str) -> str:
-    """The KV cache type ``extra_args`` set for K or V (``-ctk q8_0``), else f16."""
+    """The KV cache type ``extra_args`` set for K or V (``-ctk q8_0``), else f16; given twice, the last one,
+    as llama-server's argument parser keeps the last value of a flag."""
     flags = CACHE_FLAGS[which]
+    found = "f16"
     for i, arg in enumerate(extra_args):
         name, eq, value = arg.partition("=")
         if name in flags:
-            return (value if eq else extra_args[i + 1] if i + 1 < len(extra_args) else "f16").lower()
-    return "f16"
+            found = (value if eq else extra_args[i + 1] if i + 1 < len(extra_args) else "f16").lower()
+    return found
 
 
 def cells(n_ctx: int, parallel: int, kv_unified: bool) -> int:
