@@ -244,6 +244,7 @@ def test_the_workflow_serves_each_student_with_its_recipes_thinking(tmp_path):
     workflow_copy(tmp_path)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     pattern = re.compile(r"metrobench run .*?--model (\S+-peft-s\d+) --system (\S+) --view (\S+)")
+    from metrobench.layout import student_name
     from metrobench.run_job import run_job
     from metrobench.study import load_study
 
@@ -256,4 +257,5 @@ def test_the_workflow_serves_each_student_with_its_recipes_thinking(tmp_path):
         jobs = [run_job(study, *found) for found in pattern.findall(plan.stdout)]   # what `run --view` runs
         flags = {job.model: job.config.thinking for job in jobs}
         assert flags and set(flags.values()) == {expected}, (config, flags)
-        assert all("-peft-s" in model for model in flags)
+        # every trained student is run, none left to another path (the pattern finds students only)
+        assert set(flags) == {student_name(size, seed) for size, seeds in study.seeds().items() for seed in seeds}
