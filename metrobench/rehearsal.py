@@ -336,6 +336,7 @@ def targets_of(workdir: Path) -> tuple[Any, dict[str, int], list[str]]:
 
 def rehearse(workdir: Path, data: Path, cores: int, gpu_jobs: int | None = None) -> str:
     """The whole rehearsal in ``workdir``; the summary text (raises PhaseFailed on a failed phase)."""
+    gpu_jobs = gpu_jobs or cores
     phases: dict[str, float] = {}
     start = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -360,7 +361,7 @@ def rehearse(workdir: Path, data: Path, cores: int, gpu_jobs: int | None = None)
             workdir, env, logs / "lock.log")
         # (the targets first: --configfile and --config take every word after them)
         snake = [python, "-m", "snakemake", *targets, "--cores", str(cores), "--configfile", *configs,
-                 "--resources", f"gpu={gpu_jobs or cores}", "--scheduler", "greedy", "--config", f"data={{path: {data}, commit: {study.data.commit}}}"]
+                 "--resources", f"gpu={gpu_jobs}", "--scheduler", "greedy", "--config", f"data={{path: {data}, commit: {study.data.commit}}}"]
         phases["snakemake: every paper target"] = run_phase(
             "snakemake", snake, workdir, env, logs / "snakemake.log", progress=True)
         phases["snakemake --report"] = run_phase(
@@ -381,7 +382,7 @@ def rehearse(workdir: Path, data: Path, cores: int, gpu_jobs: int | None = None)
                              f"{students[wrong[0]]}" if wrong else "rehearsal: no student GGUF was made")
     at_once = gpu_jobs_at_once((logs / "snakemake.log").read_text())
     return "\n".join([rehearsal_summary(phases, stage_times(workdir / "results" / "benchmarks"), answered),
-                      f"rehearsal: GPU jobs at most {at_once} at once (gpu={gpu_jobs or cores}; Snakemake's log)",
+                      f"rehearsal: GPU jobs at most {at_once} at once (gpu={gpu_jobs}; Snakemake's log)",
                       "rehearsal: the named builds (doctor's checks):", checked,
                       "rehearsal: builds the runs' serving records name (work transcripts):",
                       *[f"  {n:6d}  {label}" for label, n in builds.items()],
